@@ -1,0 +1,1 @@
+"""DECA: near-core LLM weight-decompression PE (golden model, RTL generator, simulation, synthesis)."""

@@ -1,0 +1,161 @@
+"""The ``deca`` command: one entry point, a subcommand per job."""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_RUN_SCHEMES = ("bf16", "bf8", "fp8e4m3", "mxfp4", "nvfp4", "int8", "int4", "int2", "nf4", "int1", "ternary")
+DEFAULT_RUN_DENSITIES = (1.0, 0.5, 0.2, 0.05)
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for; printed without a traceback."""
+
+
+def _group_size(text):
+    if text == "channel":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"group size must be an integer or 'channel', got {text!r}") from None
+
+
+def _codebook(text):
+    path = Path(text)
+    if path.suffix == ".npy":
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"no such codebook file: {path}")
+        return np.load(path, allow_pickle=False).ravel().tolist()
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"codebook must be comma-separated numbers or a .npy file, got {text!r}") from None
+
+
+def _float_list(text):
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _shape(text):
+    try:
+        m, k = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must look like 1024x4096, got {text!r}") from None
+    return m, k
+
+
+def cmd_compress(args):
+    from deca.golden import compress, load_weights, save
+    from deca.golden.summary import format_summary, summarize
+
+    name, w = load_weights(args.input, args.tensor)
+    cm = compress(w, args.scheme, density=args.density, group_size=args.group_size, codebook=args.codebook)
+    save(cm, args.output)
+    print(f"compressed {args.input} [{name}] -> {args.output}")
+    print(format_summary(summarize(cm)))
+
+
+def cmd_inspect(args):
+    from deca.golden import load
+    from deca.golden.summary import format_summary, summarize
+
+    print(format_summary(summarize(load(args.file)), name=str(args.file)))
+
+
+def cmd_decompress(args):
+    from deca.golden import decompress, load
+    from deca.golden.numerics import bf16_to_f32
+
+    cm = load(args.file)
+    bits = decompress(cm)
+    if args.raw:
+        np.save(args.output, bits)
+        print(f"wrote {args.output}: {bits.shape[0]} x {bits.shape[1]} uint16 BF16 patterns (the PE's output)")
+    else:
+        w = (bf16_to_f32(bits).astype(np.float64) * cm.tensor_scale).astype(np.float32)
+        np.save(args.output, w)
+        print(f"wrote {args.output}: {w.shape[0]} x {w.shape[1]} float32 weights")
+
+
+def cmd_run(args):
+    from deca.golden.summary import ROUNDTRIP_COLUMNS, format_table, roundtrip
+
+    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**32)
+    m, k = args.shape
+    print(f"golden round trip: {m} x {k} Gaussian weights, seed {seed} (reproduce with --seed {seed})")
+    w = np.random.default_rng(seed).standard_normal((m, k)).astype(np.float32)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for scheme in args.schemes:
+            # ternary makes its own zeros; pruning it further is a separate choice, not a default.
+            for density in ([None] if scheme == "ternary" else args.densities):
+                rows.append(roundtrip(w, scheme, density, Path(tmp)))
+                print(f"  {scheme:<8} density {rows[-1]['density']:.2f}: {'ok' if rows[-1]['exact'] else 'MISMATCH'}",
+                      file=sys.stderr)
+    print(format_table(rows, ROUNDTRIP_COLUMNS))
+    bad = [r for r in rows if not r["exact"]]
+    if bad:
+        raise UsageError(f"{len(bad)} configurations decoded differently through the file or the memory image")
+    print(f"all {len(rows)} configurations bit-exact through decompress, decompress_tile on the memory image, "
+          "and save/load")
+
+
+def build_parser():
+    from deca.golden import SCHEMES
+
+    p = argparse.ArgumentParser(prog="deca", description="DECA decompression PE: golden model, RTL, simulation, synthesis.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    c = sub.add_parser("compress", help="compress a weight matrix into a .deca file")
+    c.add_argument("input", type=Path, help=".npy, .npz or .safetensors file with a 2-D weight matrix (M, K)")
+    c.add_argument("-o", "--output", type=Path, required=True, help="output .deca file")
+    c.add_argument("--scheme", required=True, choices=list(SCHEMES), metavar="SCHEME",
+                   help="one of: " + ", ".join(SCHEMES))
+    c.add_argument("--density", type=float, help="keep this fraction of the weights by magnitude (sparse format)")
+    c.add_argument("--group-size", type=_group_size, help="scale group along K: 16, 32, a multiple of 32, or 'channel'")
+    c.add_argument("--codebook", type=_codebook, help="codebook scheme: comma-separated values or a .npy file")
+    c.add_argument("--tensor", help="name of the tensor in a .npz or .safetensors file")
+    c.set_defaults(func=cmd_compress)
+
+    i = sub.add_parser("inspect", help="describe a .deca file")
+    i.add_argument("file", type=Path)
+    i.set_defaults(func=cmd_inspect)
+
+    d = sub.add_parser("decompress", help="decompress a .deca file to .npy")
+    d.add_argument("file", type=Path)
+    d.add_argument("-o", "--output", type=Path, required=True, help="output .npy file")
+    d.add_argument("--raw", action="store_true", help="write the uint16 BF16 patterns the PE emits instead of float32")
+    d.set_defaults(func=cmd_decompress)
+
+    r = sub.add_parser("run", help="the main job on built-in defaults: a golden round trip of every scheme")
+    r.add_argument("--shape", type=_shape, default=(512, 1024), help="weight matrix M x K (default 512x1024)")
+    r.add_argument("--schemes", type=lambda t: t.split(","), default=list(DEFAULT_RUN_SCHEMES))
+    r.add_argument("--densities", type=_float_list, default=list(DEFAULT_RUN_DENSITIES))
+    r.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
+    r.set_defaults(func=cmd_run)
+    return p
+
+
+def main(argv=None):
+    from deca.golden import FormatError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except (UsageError, FormatError, ValueError, OSError) as e:
+        parser.exit(2, f"deca {args.command}: error: {e}\n")
+    except KeyError as e:
+        parser.exit(2, f"deca {args.command}: error: {e.args[0]}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Yosys/nextpnr synthesis flow: area and timing per (W, L)."""

@@ -1,0 +1,41 @@
+"""Shared pytest fixtures: one reproducible random seed per run, printed in the report header."""
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--seed", type=int, default=None,
+                     help="base random seed (default: $DECA_SEED or a fresh one, printed in the header)")
+
+
+def pytest_configure(config):
+    seed = config.getoption("--seed")
+    if seed is None:
+        seed = int(os.environ.get("DECA_SEED", np.random.SeedSequence().entropy % 2**32))
+    config.deca_seed = seed
+
+
+def pytest_report_header(config):
+    return f"deca random seed: {config.deca_seed} (reproduce with --seed {config.deca_seed})"
+
+
+@pytest.fixture
+def seed(request):
+    """A per-test seed derived from the run's base seed and the test's id (stable under -k / reordering)."""
+    return (request.config.deca_seed + zlib.crc32(request.node.nodeid.encode())) % 2**32
+
+
+@pytest.fixture
+def rng(seed, record_property):
+    record_property("seed", seed)
+    return np.random.default_rng(seed)
+
+
+def pytest_runtest_makereport(item, call):
+    # Name the seed on failure so one failing test can be re-run alone.
+    if call.when == "call" and call.excinfo is not None and "seed" in item.fixturenames:
+        item.add_report_section("call", "seed", f"base seed {item.config.deca_seed} (re-run with --seed {item.config.deca_seed})")
