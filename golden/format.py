@@ -89,7 +89,7 @@ class TileConfig:
         lut = np.asarray(self.lut)
         if lut.shape != (LUT_ENTRIES,) or lut.dtype != np.uint16:
             raise FormatError(f"lut must be {LUT_ENTRIES} uint16 BF16 patterns, got {lut.dtype} {lut.shape}")
-        max_codes = 1 << min(self.q_bits, 8) if self.q_bits <= 8 else LUT_ENTRIES
+        max_codes = 1 << self.q_bits if self.q_bits <= 8 else LUT_ENTRIES
         if not 1 <= self.lut_size <= max_codes:
             raise FormatError(f"lut_size must be in 1..{max_codes} for Q={self.q_bits}, got {self.lut_size}")
         lut = lut.copy()

@@ -12,7 +12,7 @@ from .format import (
     MASK_BYTES, SCALE_BYTES, TILE_COLS, TILE_ELEMS, TILE_ROWS, FormatError, TileConfig,
     mask_bits, mask_bytes, pack_codes, read_codes, scale_index, tile_grid, value_stream_len,
 )
-from .numerics import scale_mul
+from .numerics import bf16_to_f64_daz, product_to_bf16, scale_values
 
 #: One row per tile of ``CompressedMatrix.memory_image``: absolute byte address and length of each stream.
 TILE_META_DTYPE = np.dtype([
@@ -258,7 +258,7 @@ def compress(w, scheme, density=None, mask=None, group_size=None, codebook=None)
     wp[:m, :k] = np.where(stored[:m, :k], w, np.float32(0))
     sparse = mask is not None or sch.always_sparse
 
-    qz = _schemes.quantize(sch, wp, g, sparse, stored, real, codebook)
+    qz = _schemes.quantize(sch, wp, g, sparse, stored & real, real, codebook)
     if qz.stored is not None:
         stored &= qz.stored
     cfg = qz.config
@@ -325,33 +325,42 @@ def check_value_lengths(lengths, stored, cfg):
 
 
 def _decode(values, offsets, bits, scale_codes, cfg):
-    """Decode tiles: ``bits`` (T, 512) stored elements, ``scale_codes`` (T, scales per tile) or None."""
+    """Decode tiles to (T, 512) BF16 patterns.
+
+    ``bits``: (T, 512) stored elements, or None in dense mode; ``scale_codes``: (T, scales per
+    tile), or None without scaling.
+    """
     q = cfg.q_bits
-    stored = bits.sum(axis=1)
+    n_tiles = len(offsets) - 1
+    stored = np.full(n_tiles, TILE_ELEMS) if bits is None else bits.sum(axis=1)
     check_value_lengths(np.diff(offsets), stored, cfg)
     # Padding bits after the last code must be zero.
     tail = (stored * q) % 8
-    last = offsets[1:] - 1
     has_tail = np.flatnonzero(tail > 0)
-    bad = has_tail[(values[last[has_tail]] >> tail[has_tail]) != 0]
+    bad = has_tail[(values[offsets[1:][has_tail] - 1] >> tail[has_tail]) != 0]
     if bad.size:
-        raise FormatError(f"{_where(bad[0], len(bits))}value stream padding bits are not zero")
-    rank = np.cumsum(bits, axis=1) - 1
-    bitpos = offsets[:-1, None] * 8 + rank * q
-    codes = read_codes(values, bitpos[bits], q)
+        raise FormatError(f"{_where(bad[0], n_tiles)}value stream padding bits are not zero")
+
+    # Dense mode skips the boolean gathers and scatters.
+    select = (lambda a: a.reshape(-1)) if bits is None else (lambda a: a[bits])
+    rank = np.arange(TILE_ELEMS) if bits is None else np.cumsum(bits, axis=1) - 1
+    codes = read_codes(values, select(offsets[:-1, None] * 8 + rank * q), q)
     if q <= 8:
         beyond = codes >= cfg.lut_size
         if beyond.any():
             first = np.argmax(beyond)
-            t, e = np.argwhere(bits)[first]
-            raise FormatError(f"{_where(t, len(bits))}element {e}: code {codes[first]} is beyond "
+            t, e = divmod(first, TILE_ELEMS) if bits is None else np.argwhere(bits)[first]
+            raise FormatError(f"{_where(t, n_tiles)}element {e}: code {codes[first]} is beyond "
                               f"the {cfg.lut_size}-entry codebook")
-        v = cfg.lut[codes]
+    if scale_codes is None:
+        v = cfg.lut[codes] if q <= 8 else codes
     else:
-        v = codes
-    if scale_codes is not None:
-        s = scale_codes[:, scale_index(cfg.scale_group)][bits]
-        v = scale_mul(v, s, cfg.scale_format)
+        # Decode each LUT entry and each scale once, then multiply per element.
+        a = bf16_to_f64_daz(cfg.lut)[codes] if q <= 8 else bf16_to_f64_daz(codes)
+        b = select(scale_values(scale_codes, cfg.scale_format)[:, scale_index(cfg.scale_group)])
+        v = product_to_bf16(a, b)
+    if bits is None:
+        return v.reshape(n_tiles, TILE_ELEMS)
     out = np.zeros(bits.shape, np.uint16)
     out[bits] = v
     return out
@@ -375,7 +384,7 @@ def decompress_tile(values, mask, scales, config):
         raise FormatError(f"scale stream is {len(scales)} bytes; the config "
                           f"({cfg.scale_format or 'no scaling'}, g={cfg.scale_group}) needs {cfg.scale_stream_len}")
     values = np.frombuffer(bytes(values), np.uint8)
-    bits = mask_bits(mask[None]) if cfg.sparse else np.ones((1, TILE_ELEMS), bool)
+    bits = mask_bits(mask[None]) if cfg.sparse else None
     scale_codes = _scale_codes(scales[None], cfg) if cfg.scale_format else None
     out = _decode(values, np.array([0, len(values)]), bits, scale_codes, cfg)
     return out.reshape(TILE_ROWS, TILE_COLS)
@@ -385,7 +394,7 @@ def decompress(cm):
     """Decompress a whole matrix; returns (M, K) uint16 BF16 patterns (the tile decode, without
     ``cm.tensor_scale``)."""
     cfg = cm.config
-    bits = mask_bits(cm.masks) if cm.masks is not None else np.ones((cm.num_tiles, TILE_ELEMS), bool)
+    bits = mask_bits(cm.masks) if cm.masks is not None else None
     scale_codes = _scale_codes(cm.scale_blocks, cfg)[cm.scale_block_of_tile] if cfg.scale_format else None
     tiles = _decode(cm.values, cm.value_offsets, bits, scale_codes, cfg)
     tm, tk = cm.tile_grid

@@ -10,7 +10,6 @@ from functools import cached_property
 import numpy as np
 
 BF16_NAN = 0x7FC0
-BF16_MAX = (2 - 2**-7) * 2.0**127
 BF16_MIN_NORMAL = 2.0**-126
 
 
@@ -30,7 +29,8 @@ def bf16_to_f32(bits):
 def bf16_to_f64_daz(bits):
     """BF16 patterns -> float64 values, with a zero exponent field read as signed zero (DAZ)."""
     bits = np.asarray(bits, np.uint16)
-    v = bf16_to_f32(bits).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # widening a signalling NaN raises "invalid"; it stays NaN
+        v = bf16_to_f32(bits).astype(np.float64)
     return np.where((bits & 0x7F80) == 0, np.copysign(0.0, v), v)
 
 
@@ -144,7 +144,8 @@ def nearest_code(x, values, codes):
     i = np.searchsorted(mids, x, side="left")
     tie = (i < len(mids)) & (x == mids[np.minimum(i, len(mids) - 1)])
     lo, hi = codes[i], codes[np.minimum(i + 1, len(codes) - 1)]
-    take_hi = tie & (hi % 2 == 0) & ((lo % 2 == 1) | (hi < lo))
+    hi_even, lo_even = hi % 2 == 0, lo % 2 == 0
+    take_hi = tie & ((hi_even & ~lo_even) | ((hi_even == lo_even) & (hi < lo)))
     return np.where(take_hi, hi, lo)
 
 
@@ -169,18 +170,21 @@ def scale_mul(v, scale_codes, scale_format):
     to nearest-even BF16 with unbounded exponent; a rounded magnitude below 2^-126 becomes signed
     zero, one above the BF16 maximum becomes signed Inf.
     """
-    a = bf16_to_f64_daz(v)
-    b = scale_values(scale_codes, scale_format)
-    with np.errstate(invalid="ignore", over="ignore"):
+    return product_to_bf16(bf16_to_f64_daz(v), scale_values(scale_codes, scale_format))
+
+
+def product_to_bf16(a, b):
+    """``scale_mul`` on operands already decoded to float64 (DAZ applied, scales exact)."""
+    with np.errstate(invalid="ignore"):
         # Exact: the significands have at most 8 x 8 bits and the exponents stay inside float64's range.
-        p = a * b
-    nan = np.isnan(p)
-    bits = np.where(nan, 0, p).view(np.uint64)
-    # Round the float64 significand to BF16's 8 bits, nearest even, keeping float64's exponent range.
-    rounded = ((bits + np.uint64((1 << 44) - 1) + ((bits >> np.uint64(45)) & np.uint64(1))) & ~np.uint64((1 << 45) - 1))
-    r = np.where(np.isinf(p), p, rounded.view(np.float64))
-    mag = np.abs(r)
-    r = np.where(mag < BF16_MIN_NORMAL, np.copysign(0.0, r), r)
-    r = np.where(mag > BF16_MAX, np.copysign(np.inf, r), r)
-    out = f64_to_bf16_exact(r)
-    return np.where(nan, np.uint16(BF16_NAN), out).astype(np.uint16)
+        p = np.multiply(a, b)
+    bits = np.atleast_1d(p).view(np.uint64)
+    # Round the significand to BF16's 8 bits, nearest even, with float64's (unbounded) exponent.
+    bits = (bits + ((bits >> np.uint64(45)) & np.uint64(1)) + np.uint64((1 << 44) - 1)) & ~np.uint64((1 << 45) - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # Exact in BF16's normal range; beyond its maximum the cast overflows to Inf as the rule wants.
+        out = (bits.view(np.float64).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    # Below 2^-126 the float32 is subnormal or zero: keep only the sign.
+    out = np.where(out & 0x7F80, out, out & 0x8000)
+    out[np.isnan(np.atleast_1d(p))] = BF16_NAN
+    return out.reshape(np.shape(p))

@@ -162,12 +162,11 @@ def _codebook_lut(codebook):
     return lut, cb.size
 
 
-def quantize(scheme, w, group_size, sparse, stored, real, codebook=None):
+def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
     """Quantize the padded, pruned float32 matrix ``w`` (Mp, Kp).
 
-    ``group_size``: G along K from ``resolve_group_size`` (None when unscaled); ``stored``:
-    (Mp, Kp) mask of elements kept by pruning; ``real``: (Mp, Kp) mask of elements inside (M, K),
-    i.e. not padding.
+    ``group_size``: G along K from ``resolve_group_size`` (None when unscaled); ``real``: (Mp, Kp)
+    mask of the elements inside (M, K), i.e. not padding; ``kept``: those of them not pruned.
     """
     if scheme.name != "codebook" and codebook is not None:
         raise ValueError(f"scheme {scheme.name!r} takes no codebook")
@@ -240,8 +239,8 @@ def quantize(scheme, w, group_size, sparse, stored, real, codebook=None):
             gscale, x = None, w
         codes = nearest_code(x, values, np.arange(lut_size)).astype(np.uint16)
     elif name == "int1":
-        # The L2-optimal scale of sign quantization: mean |w| over the group's stored elements.
-        count = per_group(np.add, stored.astype(np.float64))
+        # The L2-optimal scale of sign quantization: mean |w| over the group's kept elements.
+        count = per_group(np.add, kept.astype(np.float64))
         total = per_group(np.add, np.abs(w).astype(np.float64))
         gscale = _bf16_scale(np.where(count > 0, total / np.maximum(count, 1), 0).astype(np.float32))
         codes = (w < 0).astype(np.uint16)

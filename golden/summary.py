@@ -118,8 +118,9 @@ def roundtrip(w, scheme, density, workdir, **kwargs):
 
 
 def format_table(rows, columns):
-    """Plain-text table of dict rows; ``columns`` maps key -> (header, format)."""
-    cells = [[fmt.format(r[key]) for key, (_, fmt) in columns.items()] for r in rows]
+    """Plain-text table of dict rows; ``columns`` maps key -> (header, format string or function)."""
+    cells = [[fmt(r[key]) if callable(fmt) else fmt.format(r[key]) for key, (_, fmt) in columns.items()]
+             for r in rows]
     heads = [h for h, _ in columns.values()]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
     line = lambda vals: "  ".join(v.rjust(wd) for v, wd in zip(vals, widths))  # noqa: E731
@@ -133,5 +134,5 @@ ROUNDTRIP_COLUMNS = {
     "bits_per_weight": ("bits/weight", "{:.3f}"),
     "compression": ("vs BF16", "{:.2f}x"),
     "rel_rms_error": ("rel. RMS err", "{:.2e}"),
-    "exact": ("bit-exact", "{}"),
+    "exact": ("bit-exact", lambda ok: "yes" if ok else "NO"),
 }
