@@ -169,7 +169,7 @@ class CompressedMatrix:
             block_addr = place(self.scale_blocks.ravel(), np.full(nblocks, blen))
             meta["scale_addr"] = block_addr[self.scale_block_of_tile]
             meta["scale_len"] = blen
-        return np.concatenate(chunks) if chunks else np.zeros(0, np.uint8), meta
+        return np.concatenate(chunks), meta
 
 
 # Compression ------------------------------------------------------------------------------------
@@ -252,15 +252,17 @@ def compress(w, scheme, density=None, mask=None, group_size=None, codebook=None)
     wp = np.zeros(shape_p, np.float32)
     real = np.zeros(shape_p, bool)
     real[:m, :k] = True
-    stored = real.copy() if mask is not None else np.ones(shape_p, bool)
-    if mask is not None:
+    if mask is None:
+        stored = np.ones(shape_p, bool)  # dense: every element, padding included, is stored
+    else:
+        stored = np.zeros(shape_p, bool)
         stored[:m, :k] = mask
     wp[:m, :k] = np.where(stored[:m, :k], w, np.float32(0))
     sparse = mask is not None or sch.always_sparse
 
     qz = _schemes.quantize(sch, wp, g, sparse, stored & real, real, codebook)
-    if qz.stored is not None:
-        stored &= qz.stored
+    if qz.nonzero is not None:
+        stored &= qz.nonzero
     cfg = qz.config
 
     codes_t = to_tiles(qz.codes, shape_p)

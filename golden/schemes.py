@@ -119,7 +119,7 @@ class Quantized:
     codes: np.ndarray          # (Mp, Kp) codes of every element (those not stored are ignored)
     config: TileConfig
     group_scales: np.ndarray | None  # (Mp, groups) scale codes
-    stored: np.ndarray | None = None  # (Mp, Kp) extra zeros the scheme itself makes (ternary)
+    nonzero: np.ndarray | None = None  # (Mp, Kp) False where the scheme itself makes a zero (ternary)
     tensor_scale: float = 1.0
 
 
@@ -183,7 +183,7 @@ def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
     absmax = per_group(np.maximum, np.abs(w)) if scaled else None
     name = scheme.name
     tensor_scale = 1.0
-    extra_stored = None
+    nonzero = None
     scale_format = scheme.scale_format if scaled else None
 
     if name == "bf16":
@@ -251,7 +251,7 @@ def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
         total = per_group(np.add, np.abs(w).astype(np.float64))
         gscale = _bf16_scale(np.where(count > 0, total / np.maximum(count, 1), 0).astype(np.float32))
         t = np.rint(np.clip(_divide(w, expand(bf16_to_f32(gscale))), -1, 1))
-        extra_stored = t != 0
+        nonzero = t != 0
         codes = (t < 0).astype(np.uint16)
         q, lut, lut_size = 1, _lut_from_values([1.0, -1.0]), 2
     else:  # pragma: no cover - SCHEMES and this function list the same names
@@ -262,5 +262,5 @@ def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
         scale_group=tile_scale_group(group_size) if scaled else 32,
         lut=lut, lut_size=lut_size,
     )
-    return Quantized(codes.astype(np.uint16), config, gscale, extra_stored, tensor_scale)
+    return Quantized(codes.astype(np.uint16), config, gscale, nonzero, tensor_scale)
 

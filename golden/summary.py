@@ -51,7 +51,7 @@ def format_summary(s, name=None):
     m, k = s["shape"]
     tm, tk = s["tiles"]
     if s["scale_format"]:
-        g = "per channel" if s["group_size"] == k and k not in (16, 32) else f"per {s['group_size']} along K"
+        g = "per channel" if s["group_size"] == k else f"per {s['group_size']} along K"
         scales = f"{s['scale_format']} {g} (g = {s['scale_group']} in a tile)"
     else:
         scales = "none"
@@ -67,8 +67,9 @@ def format_summary(s, name=None):
         ("bytes", f"values {st['values']}, mask {st['mask']}, scales {st['scales']}, total {s['total_bytes']}"),
         ("per tile", f"{s['bytes_per_tile']:.1f} bytes on average (a BF16 tile is 1024)"),
         ("bits/weight", f"{s['bits_per_weight']:.3f}"),
-        ("compression", f"{s['compression']:.2f}x vs BF16 measured; paper formula 16/(Q*d+1) = "
-                        f"{s['paper_compression']:.2f}x, with scale overhead {s['paper_compression_with_scales']:.2f}x"),
+        ("compression", f"{s['compression']:.2f}x vs BF16 measured; paper formula "
+                        f"{'16/(Q*d+1)' if s['sparse'] else '16/Q'} = {s['paper_compression']:.2f}x, "
+                        f"with scale overhead {s['paper_compression_with_scales']:.2f}x"),
     ]
     if s["scheme"] == "nvfp4":
         lines.append(("tensor scale", f"{s['tensor_scale']!r} (FP32, applied after the tile decode)"))

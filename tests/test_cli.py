@@ -65,6 +65,15 @@ def test_inspect_reports_sizes_and_compression(tmp_path, capsys, rng):
     assert "bits/weight  5.000" in text and "paper formula 16/(Q*d+1) = 3.20x" in text
 
 
+def test_inspect_uses_the_dense_formula_for_dense_matrices(tmp_path, capsys, rng):
+    np.save(tmp_path / "w.npy", rng.standard_normal((16, 64)).astype(np.float32))
+    main(["compress", str(tmp_path / "w.npy"), "-o", str(tmp_path / "w.deca"), "--scheme", "bf8"])
+    capsys.readouterr()
+    main(["inspect", str(tmp_path / "w.deca")])
+    # Dense has no mask bit: the paper's factor is 16/Q = 16/8.
+    assert "paper formula 16/Q = 2.00x" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("container", ["npz", "safetensors-f32", "safetensors-bf16"])
 def test_named_tensor_inputs(tmp_path, rng, container):
     w = rng.standard_normal((40, 70)).astype(np.float32)
