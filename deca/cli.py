@@ -140,6 +140,9 @@ def build_parser():
     r.add_argument("--densities", type=_float_list, default=list(DEFAULT_RUN_DENSITIES))
     r.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
     r.set_defaults(func=cmd_run)
+
+    from deca.sim.model_cli import add_model_parser
+    add_model_parser(sub)
     return p
 
 

@@ -1,0 +1,120 @@
+"""Configuration and stream payloads shared by the blocks of the DECA pipeline.
+
+Bit layouts follow ``deca.golden.format``; every field is listed LSB first, which is also how it
+appears in the flat ``*__payload`` ports of the generated Verilog.
+"""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data, enum, wiring
+from amaranth.lib.wiring import Out
+
+from deca.golden.format import LUT_ENTRIES, TILE_ELEMS
+
+from .params import LANES_PER_LUT
+
+BF16 = unsigned(16)
+SCALE_BLOCK_BITS = 512  # the largest scale stream: 32 BF16 scales (g = 16)
+
+
+class ScaleFormat(enum.Enum, shape=2):
+    NONE = 0
+    BF16 = 1
+    E8M0 = 2
+    E4M3 = 3
+
+
+class ScaleGroup(enum.Enum, shape=1):
+    G32 = 0
+    G16 = 1
+
+
+#: Runtime encoding of each ``ScaleFormat`` from the golden format's names.
+SCALE_FORMAT_OF = {None: ScaleFormat.NONE, "bf16": ScaleFormat.BF16, "e8m0": ScaleFormat.E8M0,
+                   "e4m3": ScaleFormat.E4M3}
+
+
+class ConfigSignature(wiring.Signature):
+    """Runtime configuration as its source (the PE's registers) drives it; blocks take ``In(ConfigSignature())``.
+
+    Held steady while tiles flow.
+
+    ``q`` is the code width (1..8 or 16). A LUT write (``lut_we``) stores logical entry
+    ``lut_addr`` in every replica the current ``q`` uses, so write ``q`` before the LUT.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "q": Out(5),
+            "sparse": Out(1),
+            "scale_format": Out(ScaleFormat),
+            "scale_group": Out(ScaleGroup),
+            "lut_we": Out(1),
+            "lut_addr": Out(range(LUT_ENTRIES)),
+            "lut_data": Out(BF16),
+        })
+
+
+def physical_lanes(W, L):
+    """Dequantization lanes built in hardware: the widest Lq of any Q, never more than W."""
+    return min(max(LANES_PER_LUT.values()) * L, W)
+
+
+def value_beat_bits(W, L):
+    """Width of one value-stream beat: what the widest Lq of the widest Q consumes per cycle."""
+    return physical_lanes(W, L) * 16
+
+
+def tile_layout():
+    """One beat per tile into the window unit: the tile's bitmask (ignored in dense mode)."""
+    return data.StructLayout({"mask": TILE_ELEMS})
+
+
+def value_beat_layout(W, L):
+    """A piece of a tile's value stream: ``nbytes`` valid bytes, stream byte 0 in bits 7..0.
+
+    A tile's stream may be cut into beats anywhere; only full beats sustain the full rate.
+    """
+    bits = value_beat_bits(W, L)
+    return data.StructLayout({"data": bits, "nbytes": range(bits // 8 + 1)})
+
+
+def scale_beat_layout():
+    """One beat per tile when scaling: the tile's scale stream, byte 0 in bits 7..0."""
+    return data.StructLayout({"data": SCALE_BLOCK_BITS})
+
+
+def vop_layout(W):
+    """A vOp as the window unit hands it on: its mask bits, window and expansion indices."""
+    return data.StructLayout({
+        "mask": W,
+        "wnd": range(W + 1),
+        "prefix": data.ArrayLayout(range(W), W),
+        "index": range(TILE_ELEMS // W),
+        "last": 1,
+    })
+
+
+def chunk_layout(W):
+    """W BF16 values with their mask bits and place in the tile (SD, DD registers)."""
+    return data.StructLayout({
+        "data": data.ArrayLayout(BF16, W),
+        "mask": W,
+        "index": range(TILE_ELEMS // W),
+        "last": 1,
+    })
+
+
+def sd_layout(W):
+    """The SD register: the window's dequantized values, packed, with the vOp's expansion indices."""
+    return data.StructLayout({
+        "data": data.ArrayLayout(BF16, W),
+        "mask": W,
+        "prefix": data.ArrayLayout(range(W), W),
+        "index": range(TILE_ELEMS // W),
+        "last": 1,
+    })
+
+
+def out_layout(W):
+    """An output chunk: elements [index*W, index*W + W) of the tile; ``last`` ends the tile."""
+    return data.StructLayout({"data": data.ArrayLayout(BF16, W), "last": 1})

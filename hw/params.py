@@ -1,0 +1,55 @@
+"""Generator parameters of the DECA PE and the rules derived from them.
+
+Plain Python (no Amaranth import) so that the performance model in ``deca.sim`` uses the same
+numbers as the hardware: the number of dequantization lanes Lq per cycle and the cycles a vOp
+spends in the dequantization stage.
+"""
+
+from deca.golden.format import Q_BITS, TILE_ELEMS
+
+W_CHOICES = (8, 16, 32, 64)
+
+#: Values per cycle per big LUT for each code width (paper, section 6.2). A big LUT is four
+#: 64-entry sub-LUTs: Q = 8 needs all four for one 256-entry table, Q = 7 a pair per 128-entry
+#: table, Q <= 6 lets every sub-LUT serve a lookup of its own.
+#:
+#: Q = 16 bypasses the LUTs. It gets the Q <= 6 rate, 4 values per big LUT (4L per cycle), so
+#: every lane of the SD register receives at most one value per cycle whatever Q is and the
+#: SD register, expander and bubble rule are shared by all widths. A rate of W would only
+#: matter for dense BF16, which is memory-bound on every platform (1 KB per tile against
+#: tens of bytes per cycle), and it would widen the SQQ read to 16*W bits.
+LANES_PER_LUT = {q: (1 if q == 8 else 2 if q == 7 else 4) for q in Q_BITS}
+
+
+class ParameterError(ValueError):
+    """Impossible generator parameters (W, L) or runtime configuration."""
+
+
+def check_params(W, L):
+    """Raise ParameterError unless (W, L) is a design this generator can build."""
+    if not isinstance(W, int) or W not in W_CHOICES:
+        raise ParameterError(f"W must be one of {', '.join(map(str, W_CHOICES))} (elements per vOp dividing "
+                             f"the {TILE_ELEMS}-element tile), got {W!r}")
+    if not isinstance(L, int) or L < 1 or L & (L - 1):
+        raise ParameterError(f"L must be a power of two >= 1 (number of big LUTs), got {L!r}")
+    if L > W:
+        raise ParameterError(f"L = {L} LUTs exceeds W = {W}: a vOp never dequantizes more than W values")
+
+
+def dequant_lanes(q, L):
+    """Lq: how many Q-bit codes the dequantization stage turns into BF16 per cycle."""
+    if q not in LANES_PER_LUT:
+        raise ParameterError(f"Q must be one of {', '.join(map(str, Q_BITS))}, got {q!r}")
+    return LANES_PER_LUT[q] * L
+
+
+def vops_per_tile(W):
+    return TILE_ELEMS // W
+
+
+def vop_cycles(wnd, lanes):
+    """Cycles a vOp with a window of ``wnd`` stored values occupies the dequantization stage.
+
+    Works elementwise on NumPy arrays too.
+    """
+    return -(-wnd // lanes) + (wnd == 0)
