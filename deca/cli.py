@@ -143,17 +143,39 @@ def build_parser():
 
     from deca.sim.model_cli import add_model_parser
     add_model_parser(sub)
+
+    g = sub.add_parser("generate", help="write synthesizable Verilog of the PE datapath for one (W, L)")
+    g.add_argument("--W", type=int, default=32, help="elements per vOp: 8, 16, 32 or 64 (default 32)")
+    g.add_argument("--L", type=int, default=8, help="big LUTs, a power of two <= W (default 8)")
+    g.add_argument("-o", "--out", type=Path, default=Path("build"), help="output folder (default build/)")
+    g.add_argument("--check", action="store_true",
+                   help="also lint with verilator -Wall (documented waivers) and compile with Icarus")
+    g.set_defaults(func=cmd_generate)
     return p
+
+
+def cmd_generate(args):
+    from deca.hw.generate import generate
+    from deca.toolchain import icarus_compile, verilator_lint
+
+    path = generate(args.W, args.L, args.out)
+    print(f"wrote {path} (top module {path.stem}) and {path.with_suffix('.ports.md')}")
+    if args.check:
+        verilator_lint(path, path.stem)
+        print("verilator --lint-only -Wall: clean")
+        icarus_compile(path, path.stem, path.with_suffix(".vvp"))
+        print("iverilog -g2012: compiled")
 
 
 def main(argv=None):
     from deca.golden import FormatError
+    from deca.toolchain import ToolError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except (UsageError, FormatError, ValueError, OSError) as e:
+    except (UsageError, FormatError, ValueError, OSError, ToolError) as e:
         parser.exit(2, f"deca {args.command}: error: {e}\n")
     except KeyError as e:
         parser.exit(2, f"deca {args.command}: error: {e.args[0]}\n")

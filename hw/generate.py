@@ -4,7 +4,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 from amaranth.hdl import Value
-from amaranth.lib import wiring
+from amaranth.lib import data, enum, wiring
 
 from .datapath import Datapath
 
@@ -16,12 +16,28 @@ def top_name(design, W, L):
 
 
 def ports(component):
-    """(name, direction, width) of each top-level port, named as in the Verilog."""
+    """(name, direction, width, fields) of each top-level port, named as in the Verilog; ``fields``
+    describes a structured payload's bit fields or an enumeration's values."""
     rows = []
     for path, member, value in component.signature.flatten(component):
         name = "__".join(map(str, path))
-        rows.append((name, "input" if member.flow == wiring.In else "output", len(Value.cast(value))))
+        layout = member.shape if isinstance(member.shape, data.StructLayout) else None
+        if layout:
+            fields = ", ".join(f"{f} [{field.offset + field.width - 1}:{field.offset}]" for f, field in layout)
+        elif isinstance(member.shape, enum.EnumType):
+            fields = ", ".join(f"{v.name}={v.value}" for v in member.shape)
+        else:
+            fields = ""
+        rows.append((name, "input" if member.flow == wiring.In else "output", len(Value.cast(value)), fields))
     return rows
+
+
+def port_table(component, top):
+    """Markdown table of the ports, with the bit fields of every payload."""
+    lines = [f"# Ports of {top}", "", "| port | direction | bits | fields (LSB first) or values |", "|---|---|---|---|",
+             "| clk | input | 1 | |", "| rst | input | 1 | synchronous, active high |"]
+    lines += [f"| {name} | {direction} | {width} | {fields} |" for name, direction, width, fields in ports(component)]
+    return "\n".join(lines) + "\n"
 
 
 def generate(W, L, out_dir, design="datapath"):
@@ -34,8 +50,5 @@ def generate(W, L, out_dir, design="datapath"):
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{top}.v"
     path.write_text(verilog.convert(component, name=top, emit_src=False))
-    table = [f"# Ports of {top}", "", "| port | direction | bits |", "|---|---|---|",
-             "| clk | input | 1 |", "| rst | input | 1 |"]
-    table += [f"| {name} | {direction} | {width} |" for name, direction, width in ports(component)]
-    (out_dir / f"{top}.ports.md").write_text("\n".join(table) + "\n")
+    (out_dir / f"{top}.ports.md").write_text(port_table(component, top))
     return path

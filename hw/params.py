@@ -13,11 +13,11 @@ W_CHOICES = (8, 16, 32, 64)
 #: 64-entry sub-LUTs: Q = 8 needs all four for one 256-entry table, Q = 7 a pair per 128-entry
 #: table, Q <= 6 lets every sub-LUT serve a lookup of its own.
 #:
-#: Q = 16 bypasses the LUTs. It gets the Q <= 6 rate, 4 values per big LUT (4L per cycle), so
-#: every lane of the SD register receives at most one value per cycle whatever Q is and the
-#: SD register, expander and bubble rule are shared by all widths. A rate of W would only
-#: matter for dense BF16, which is memory-bound on every platform (1 KB per tile against
-#: tens of bytes per cycle), and it would widen the SQQ read to 16*W bits.
+#: Q = 16 bypasses the LUTs and gets the Q <= 6 rate, 4L values per cycle (the least the design
+#: allows): every SD lane then takes at most one value per cycle whatever Q is, so the SD register,
+#: expander and bubble rule are shared by all widths. A rate of W would differ only when 4L < W,
+#: would need a 16*W-bit SQQ read for those small-L designs, and would only speed up BF16, whose
+#: 1 KB (dense) or 64 + 1024*d bytes per tile keep it memory-bound (``deca model``).
 LANES_PER_LUT = {q: (1 if q == 8 else 2 if q == 7 else 4) for q in Q_BITS}
 
 

@@ -14,9 +14,10 @@ from deca.golden.format import Q_BITS
 
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
 
-#: Buffer size in beats. Two would sustain full beats; the third absorbs the short last beat of
-#: a tile, which would otherwise cost a cycle at the next tile when Q = 16 runs at full rate.
-BUFFER_BEATS = 3
+#: Buffer size in beats. A beat is accepted whenever what stays after this cycle's take leaves
+#: room for a whole beat, so the buffer always holds the next cycle's codes: a full beat, or the
+#: rest of the tile when its short last beat went in (the next tile's first beat follows it).
+BUFFER_BEATS = 2
 
 
 class CodeUnpacker(wiring.Component):
