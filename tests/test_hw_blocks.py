@@ -1,0 +1,662 @@
+"""Unit tests of the DECA PE's Amaranth blocks against the golden model (deca.golden).
+
+Every expected value comes from ``deca.golden`` (``scale_mul``, ``read_codes``) or from plain
+Python/NumPy written here from the documented contracts, never from the block under test.
+All testbenches are async (``sim.add_testbench``); combinational blocks run without a clock.
+
+The Python simulator costs ~15 us per BF16Scaler evaluation, so many lanes are packed into one
+wrapper component and driven through one wide signal per evaluation.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from deca.golden.format import Q_BITS, TILE_ELEMS, read_codes
+from deca.golden.numerics import scale_mul
+from deca.hw.layouts import ScaleFormat, physical_lanes, vop_layout
+from deca.hw.lut_array import LUTArray
+from deca.hw.params import dequant_lanes
+from deca.hw.prefix_sum import WindowUnit, prefix_sums
+from deca.hw.scaler import BF16Scaler, ScaleDecoder
+from deca.hw.unpacker import CodeUnpacker
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def run(dut, testbench, clocked):
+    sim = Simulator(dut)
+    if clocked:
+        sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()
+
+
+def pack16(words):
+    """uint16 words -> one little-endian integer, word i in bits 16i+15..16i."""
+    return int.from_bytes(np.asarray(words, "<u2").tobytes(), "little")
+
+
+def unpack16(value, n):
+    """Inverse of ``pack16``."""
+    return np.frombuffer(value.to_bytes(2 * n, "little"), "<u2").copy()
+
+
+def unpack_bytes(value, n):
+    return list(value.to_bytes(n, "little"))
+
+
+def popcount(x):
+    return bin(x).count("1")
+
+
+# --- prefix sums and the window unit ------------------------------------------------------------
+
+
+class PrefixSums(wiring.Component):
+    """``prefix_sums`` on its own: n input bits, the n inclusive sums out (each 8 bits wide)."""
+
+    def __init__(self, n):
+        self.n = n
+        super().__init__({"bits": In(n), "sums": Out(data.ArrayLayout(8, n))})
+
+    def elaborate(self, platform):
+        m = Module()
+        self.widths = []
+        for j, s in enumerate(prefix_sums(list(self.bits))):
+            self.widths.append(len(s))
+            m.d.comb += self.sums[j].eq(s)
+        return m
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 13, 64])
+def test_prefix_sums_inclusive_counts(n, rng):
+    dut = PrefixSums(n)
+    if n <= 8:
+        inputs = range(1 << n)  # exhaustive
+    else:  # all zero, all ones, and random densities
+        inputs = [0, (1 << n) - 1] + [sum(1 << int(j) for j in np.flatnonzero(rng.random(n) < rng.random()))
+                                      for _ in range(600)]
+
+    async def tb(ctx):
+        for x in inputs:
+            ctx.set(dut.bits, x)
+            got = unpack_bytes(ctx.get(dut.sums.as_value()), n)
+            expected = [popcount(x & ((2 << j) - 1)) for j in range(n)]
+            assert got == expected, f"bits {x:#x}"
+
+    run(dut, tb, clocked=False)
+    # Every sum is wide enough for its largest value j + 1.
+    assert all(w >= (j + 1).bit_length() for j, w in enumerate(dut.widths))
+
+
+def expected_vops(masks, W, sparse):
+    """The vOp descriptors of a sequence of tile masks: (mask, wnd, prefix tuple, index, last)."""
+    n = TILE_ELEMS // W
+    out = []
+    for mask in masks:
+        for i in range(n):
+            chunk = (mask >> (i * W)) & ((1 << W) - 1) if sparse else (1 << W) - 1
+            prefix = tuple(popcount(chunk & ((1 << j) - 1)) for j in range(W))
+            out.append((chunk, popcount(chunk), prefix, i, int(i == n - 1)))
+    return out
+
+
+def decode_vop(raw, layout, W):
+    v = layout.from_bits(raw)
+    return (int(v.mask), int(v.wnd), tuple(int(v.prefix[j]) for j in range(W)), int(v.index), int(v.last))
+
+
+def random_tile_masks(rng, W, n_tiles):
+    """Tile masks built from W-bit chunks: all zero, all ones, single bits and random densities."""
+    masks = []
+    for _ in range(n_tiles):
+        mask = 0
+        for i in range(TILE_ELEMS // W):
+            kind = rng.integers(5)
+            if kind == 0:
+                chunk = 0
+            elif kind == 1:
+                chunk = (1 << W) - 1
+            elif kind == 2:
+                chunk = 1 << int(rng.integers(W))
+            else:
+                bits = rng.random(W) < rng.random()
+                chunk = sum(1 << j for j in range(W) if bits[j])
+            mask |= chunk << (i * W)
+        masks.append(mask)
+    return masks
+
+
+async def drive_window_unit(ctx, dut, masks, *, rng=None, stall=0.0, backpressure=0.0):
+    """Feed tile masks, collect every vOp handshake; returns (vOps, their cycles, first tile cycle)."""
+    W = dut.W
+    layout = vop_layout(W)
+    expected = len(masks) * (TILE_ELEMS // W)
+    vops, cycles, first_tile = [], [], None
+    pos = 0
+    for cycle in range(20 * expected + 50):
+        if len(vops) == expected:
+            break
+        offer = pos < len(masks) and not (stall and rng.random() < stall)
+        ctx.set(dut.tiles.valid, offer)
+        if offer:
+            ctx.set(dut.tiles.payload.mask, masks[pos])
+        ready = not (backpressure and rng.random() < backpressure)
+        ctx.set(dut.vops.ready, ready)
+        if offer and ctx.get(dut.tiles.ready):
+            pos += 1
+            if first_tile is None:
+                first_tile = cycle
+        if ready and ctx.get(dut.vops.valid):
+            vops.append(decode_vop(ctx.get(dut.vops.payload.as_value()), layout, W))
+            cycles.append(cycle)
+        await ctx.tick()
+    assert len(vops) == expected, f"only {len(vops)} of {expected} vOps"
+    # Nothing more comes out once every tile is done.
+    ctx.set(dut.tiles.valid, 0)
+    ctx.set(dut.vops.ready, 1)
+    for _ in range(3):
+        assert not ctx.get(dut.vops.valid), "extra vOp after the last tile"
+        await ctx.tick()
+    return vops, cycles, first_tile
+
+
+@pytest.mark.parametrize("sparse", [1, 0], ids=["sparse", "dense"])
+@pytest.mark.parametrize("W", [8, 16, 32, 64])
+def test_window_unit_descriptors_back_to_back(W, sparse, rng):
+    """Every field of every vOp; one vOp per cycle across tiles when the output is always ready."""
+    if W == 8 and sparse:
+        # All 256 masks of one 8-bit vOp, 64 per tile, in random order.
+        order = rng.permutation(256)
+        masks = [sum(int(c) << (8 * i) for i, c in enumerate(order[64 * t:64 * t + 64])) for t in range(4)]
+    else:
+        masks = random_tile_masks(rng, W, 4 if W >= 32 else 3)
+    masks = masks + [0, (1 << TILE_ELEMS) - 1]
+    dut = WindowUnit(W)
+    result = {}
+
+    async def tb(ctx):
+        ctx.set(dut.sparse, sparse)
+        result["run"] = await drive_window_unit(ctx, dut, masks)
+
+    run(dut, tb, clocked=True)
+    vops, cycles, first_tile = result["run"]
+    expected = expected_vops(masks, W, sparse)
+    for k, (got, exp) in enumerate(zip(vops, expected)):
+        assert got == exp, f"vOp {k} (tile {k // (TILE_ELEMS // W)}): got {got}, expected {exp}"
+    if W == 8 and sparse:
+        assert sorted(v[0] for v in vops[:256]) == list(range(256))
+    if not sparse:
+        assert all(v[1] == W and v[2] == tuple(range(W)) for v in vops)
+    # Back to back: the first vOp two cycles after its tile (bitmask and vOp registers,
+    # datapath.PIPELINE_FILL), then one per cycle with no gap between tiles.
+    assert first_tile == 0
+    assert cycles == list(range(2, 2 + len(expected))), f"vOp handshake cycles {cycles}"
+
+
+@pytest.mark.parametrize("W", [8, 16, 32, 64])
+def test_window_unit_backpressure_loses_nothing(W, rng):
+    """Random output back-pressure and input stalls: the same vOps, in order, none lost or repeated."""
+    n_tiles = {8: 3, 16: 4, 32: 6, 64: 8}[W]
+    masks = random_tile_masks(rng, W, n_tiles)
+    dut = WindowUnit(W)
+    result = {}
+
+    async def tb(ctx):
+        ctx.set(dut.sparse, 1)
+        half = n_tiles // 2
+        first = await drive_window_unit(ctx, dut, masks[:half], rng=rng, stall=0.3, backpressure=0.4)
+        second = await drive_window_unit(ctx, dut, masks[half:], rng=rng, stall=0.2, backpressure=0.7)
+        result["vops"] = first[0] + second[0]
+
+    run(dut, tb, clocked=True)
+    assert result["vops"] == expected_vops(masks, W, 1)
+
+
+# --- scaler -------------------------------------------------------------------------------------
+
+
+class ScalerBank(wiring.Component):
+    """``decoders`` ScaleDecoders, each feeding ``per`` BF16Scaler lanes; all I/O through wide signals.
+
+    Lane (d, p) is word d * per + p of ``values`` / ``results`` and uses scale code word d of ``codes``.
+    """
+
+    def __init__(self, decoders, per):
+        self.decoders, self.per = decoders, per
+        n = decoders * per
+        super().__init__({
+            "format": In(ScaleFormat),
+            "codes": In(16 * decoders),
+            "values": In(16 * n),
+            "results": Out(16 * n),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        for d in range(self.decoders):
+            m.submodules[f"decoder{d}"] = dec = ScaleDecoder()
+            m.d.comb += [dec.format.eq(self.format), dec.code.eq(self.codes.word_select(d, 16))]
+            for p in range(self.per):
+                i = d * self.per + p
+                m.submodules[f"lane{i}"] = lane = BF16Scaler()
+                m.d.comb += [
+                    lane.value.eq(self.values.word_select(i, 16)),
+                    lane.scale.eq(dec.scale),
+                    self.results.word_select(i, 16).eq(lane.result),
+                ]
+        return m
+
+
+# Measured on pysim: 32..128 lanes cost about the same per lane evaluation (~15 us with the scales
+# held steady while the values sweep, ~3x that when the scale changes too); from 256 lanes the
+# slicing of the wide signals makes it slower. 4 decoders x 32 lanes sweep four scales at once.
+DECODERS, PER = 4, 32
+
+# Runtime budget: all 65,536 BF16 values for a core set of 12 scales per format (~1.1 s each; the
+# full product of every listed scale would take ~100 s), a subset of 2,048 values (every exponent
+# and sign with mantissas 0 and 0x7F, plus 1,024 random) for the rest. The core sets hold the
+# numerically demanding scales: rounding ties, overflow to Inf and underflow to zero after rounding,
+# Inf (Inf x 0 and Inf x DAZ-subnormal), zeros, subnormals, NaN. Groups of DECODERS scales share
+# one sweep, so the core sets are multiples of DECODERS.
+CORE_SCALES = {
+    "bf16": [
+        0x3F81,  # 1.0078125: ties (x 1.5), x 0x7F7E overflows to Inf only by rounding
+        0x3F01,  # 0.50390625: ties, x 0x00FE rounds up to the smallest normal, underflow to zero
+        0xBFFF,  # -1.9921875: carries out of the significand
+        0x3F7F,  # 0.99609375
+        0xC2B5,  # -90.5
+        0x7F7F,  # largest finite
+        0x0080,  # smallest normal
+        0x7F80,  # +Inf
+        0x8000,  # -0
+        0x8001,  # negative subnormal: -0 (DAZ)
+        0x007F,  # largest subnormal: +0 (DAZ)
+        0x7FC0,  # quiet NaN
+    ],
+    "e8m0": [0x00, 0x01, 0x02, 0x40, 0x7E, 0x7F, 0x80, 0x81, 0xC0, 0xFD, 0xFE, 0xFF],
+    "e4m3": [
+        0x39,  # 1.125: ties
+        0x31,  # 0.5625: ties, round up to the smallest normal
+        0xBF,  # -1.875
+        0x7E,  # 448, largest finite
+        0x08,  # 2^-6, smallest normal
+        0x01,  # 2^-9, smallest subnormal
+        0x05,  # 5 x 2^-9
+        0x06,  # 6 x 2^-9
+        0x87,  # -7 x 2^-9
+        0x00,  # +0
+        0x80,  # -0
+        0x7F,  # NaN
+    ],
+}
+SUBSET_SCALES = {
+    "bf16": [
+        0x0000,  # +0
+        0x0001, 0x0040, 0x807F,  # subnormals (DAZ)
+        0xFFC0, 0x7FFF,  # quiet NaNs
+        0x7F81, 0xFF81, 0x7FBF, 0xFFA0,  # signalling NaNs
+        0xFF80,  # -Inf
+        0xFF7F, 0x8080, 0x0081, 0x00FF,  # -largest finite, -smallest normal, just above it
+        0x3F80, 0xBF80, 0x4000, 0x7F00, 0x0100, 0x4049, 0x3FC1, 0x5F80, 0x2000,
+    ],
+    "e8m0": [0x03, 0x3F, 0x60, 0xA0, 0xFC],
+    "e4m3": [
+        0xFF, 0xFE, 0x88, 0x38, 0x3F, 0x78, 0x77, 0xB9,
+        0x02, 0x03, 0x04, 0x07, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86,  # subnormals
+    ],
+}
+RANDOM_SCALES = {"bf16": 6, "e8m0": 3, "e4m3": 4}
+
+
+def edge_values():
+    """Every sign and exponent field with mantissa 0 and 0x7F (1,024 BF16 patterns)."""
+    se = np.arange(512, dtype=np.uint16) << 7
+    return np.concatenate([se, se | 0x7F])
+
+
+async def sweep(ctx, dut, fmt, scales, values):
+    """Results of ``values`` (one uint16 array per scale, length a multiple of PER) times ``scales``."""
+    n = dut.decoders * dut.per
+    out = []
+    for g in range(0, len(scales), dut.decoders):
+        group = list(scales[g:g + dut.decoders])
+        vals = list(values[g:g + dut.decoders])
+        while len(group) < dut.decoders:  # pad the last group with a repeat
+            group.append(group[0])
+            vals.append(vals[0])
+        ctx.set(dut.format, fmt)
+        ctx.set(dut.codes, pack16(group))
+        evals = len(vals[0]) // dut.per
+        grid = np.stack([v.reshape(evals, dut.per) for v in vals], axis=1)  # (evals, decoder, lane)
+        raw = []
+        for e in range(evals):
+            ctx.set(dut.values, pack16(grid[e].ravel()))
+            raw.append(ctx.get(dut.results))
+        res = np.stack([unpack16(r, n) for r in raw]).reshape(evals, dut.decoders, dut.per)
+        out.extend(res[:, d, :].ravel() for d in range(len(scales[g:g + dut.decoders])))
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "e8m0", "e4m3"])
+def test_scaler_bit_exact_against_scale_mul(fmt, rng):
+    hw_format = {"bf16": ScaleFormat.BF16, "e8m0": ScaleFormat.E8M0, "e4m3": ScaleFormat.E4M3}[fmt]
+    width = 16 if fmt == "bf16" else 8
+    nan = {"bf16": [], "e8m0": [0xFF], "e4m3": [0x7F, 0xFF]}[fmt]
+    random_scales = [int(x) for x in rng.integers(0, 1 << width, RANDOM_SCALES[fmt]) if int(x) not in nan]
+    subset = SUBSET_SCALES[fmt] + random_scales
+    all_values = np.arange(1 << 16, dtype=np.uint16)
+    core_values = [rng.permutation(all_values) for _ in CORE_SCALES[fmt]]
+    subset_values = [np.concatenate([edge_values(), rng.integers(0, 1 << 16, 1024).astype(np.uint16)])
+                     for _ in subset]
+    dut = ScalerBank(DECODERS, PER)
+    result = {}
+
+    async def tb(ctx):
+        result["core"] = await sweep(ctx, dut, hw_format, CORE_SCALES[fmt], core_values)
+        result["subset"] = await sweep(ctx, dut, hw_format, subset, subset_values)
+
+    run(dut, tb, clocked=False)
+    for kind, scales, values in (("core", CORE_SCALES[fmt], core_values), ("subset", subset, subset_values)):
+        for scale, v, got in zip(scales, values, result[kind]):
+            expected = scale_mul(v, scale, fmt)
+            bad = np.flatnonzero(got != expected)
+            assert not len(bad), (
+                f"{fmt} scale {scale:#06x}: {len(bad)} of {len(v)} values wrong, e.g. "
+                + ", ".join(f"{v[i]:#06x} -> {got[i]:#06x} (expected {expected[i]:#06x})" for i in bad[:6]))
+
+
+def exact_products(values, scale, fmt):
+    """Exact float64 products (DAZ) of BF16 patterns and a scale code; NaN where either is NaN."""
+    from deca.golden.numerics import bf16_to_f64_daz, scale_values
+    with np.errstate(invalid="ignore"):
+        return bf16_to_f64_daz(values) * scale_values(np.array(scale), fmt)
+
+
+def test_core_scales_hit_rounding_corner_cases():
+    """The exhaustively tested scales do produce exact ties, overflow by rounding, underflow to zero
+    and rounding up to the smallest normal (checked on exact float64 products, one tie by Fraction)."""
+    values = np.arange(1 << 16, dtype=np.uint16)
+    max_finite = (2 - 2.0**-7) * 2.0**127
+    counts = {}
+    for fmt, scales in CORE_SCALES.items():
+        for scale in scales:
+            p = np.abs(exact_products(values, scale, fmt))
+            r = scale_mul(values, scale, fmt) & 0x7FFF
+            finite = np.isfinite(p) & (p > 0)
+            bits = p.view(np.uint64)
+            tie = finite & ((bits & ((1 << 45) - 1)) == (1 << 44))
+            counts[fmt, "tie"] = counts.get((fmt, "tie"), 0) + int(tie.sum())
+            for name, hit in (
+                ("overflow by rounding", finite & (p > max_finite) & (p < 2.0**128) & (r == 0x7F80)),
+                ("underflow to zero", finite & (p < 2.0**-126) & (r == 0)),
+                ("rounded up to the smallest normal", finite & (p < 2.0**-126) & (r == 0x0080)),
+                ("overflow", finite & (p >= 2.0**128) & (r == 0x7F80)),
+            ):
+                counts[name] = counts.get(name, 0) + int(hit.sum())
+    assert counts["bf16", "tie"] > 0 and counts["e4m3", "tie"] > 0, counts
+    for name in ("overflow by rounding", "underflow to zero", "rounded up to the smallest normal", "overflow"):
+        assert counts[name] > 0, (name, counts)
+    # One tie by hand: 1.5 x 1.0078125 = 1.51171875, halfway between 0x3FC1 and 0x3FC2 -> even 0x3FC2.
+    exact = Fraction(3, 2) * Fraction(129, 128)
+    assert exact == (Fraction(0xC1, 128) + Fraction(0xC2, 128)) / 2
+    assert scale_mul(np.uint16(0x3FC0), 0x3F81, "bf16") == 0x3FC2
+    assert scale_mul(np.uint16(0x7F7E), 0x3F81, "bf16") == 0x7F80  # 1.99988 x 2^127 -> Inf
+    assert scale_mul(np.uint16(0x00FE), 0x3F01, "bf16") == 0x0080  # 0.99994 x 2^-126 -> 2^-126
+
+
+# --- LUT array ----------------------------------------------------------------------------------
+
+
+class LUTModel:
+    """The sub-LUT contents and lane reads of ``deca.hw.lut_array``'s docstring table.
+
+    Every big LUT holds the same copy, so one 4 x 64 array models all of them; ``None`` = unknown.
+    """
+
+    def __init__(self):
+        self.sub = [[None] * 64 for _ in range(4)]
+
+    def write(self, q, addr, value):
+        if q == 16:  # no replica is read with Q = 16; what a write does is not documented
+            self.sub = [[None] * 64 for _ in range(4)]
+        elif q == 8:
+            self.sub[addr // 64][addr % 64] = value
+        elif q == 7:
+            if addr < 128:
+                self.sub[addr // 64][addr % 64] = self.sub[2 + addr // 64][addr % 64] = value
+        elif addr < 64:
+            for s in range(4):
+                self.sub[s][addr] = value
+
+    def read(self, q, lane, code):
+        if q == 16:
+            return code
+        if q == 8:
+            return self.sub[code // 64][code % 64]
+        if q == 7:
+            return self.sub[2 * (lane % 2) + code // 64][code % 64]
+        return self.sub[lane % 4][code % 64]
+
+
+@pytest.mark.parametrize("W, L", [(64, 1), (64, 2), (64, 4), (8, 4)])
+def test_lut_array_lookup_every_q(W, L, rng):
+    lanes = physical_lanes(W, L)
+    dut = LUTArray(L, lanes)
+    model = LUTModel()
+    checked = {"lanes": 0, "switch": 0}
+
+    def meaningful(q):
+        return min(dequant_lanes(q, L), lanes)
+
+    async def write(ctx, q, addr, value):
+        ctx.set(dut.cfg.lut_we, 1)
+        ctx.set(dut.cfg.lut_addr, addr)
+        ctx.set(dut.cfg.lut_data, value)
+        await ctx.tick()
+        ctx.set(dut.cfg.lut_we, 0)
+        model.write(q, addr, value)
+
+    async def check(ctx, q, codes, expected):
+        """codes: (evals, lq); expected: (evals, lq) or None entries to skip."""
+        lq = codes.shape[1]
+        for e in range(len(codes)):
+            words = rng.integers(0, 1 << 16, lanes).astype(np.uint16)  # garbage on unused lanes
+            words[:lq] = codes[e]
+            ctx.set(dut.codes.as_value(), pack16(words))
+            got = unpack16(ctx.get(dut.values.as_value()), lanes)[:lq]
+            for i in range(lq):
+                if expected[e][i] is not None:
+                    assert got[i] == expected[e][i], (
+                        f"Q={q} lane {i} code {codes[e][i]:#x}: got {got[i]:#06x}, expected {expected[e][i]:#06x}")
+                    checked["lanes"] += 1
+
+    async def tb(ctx):
+        order = [int(q) for q in rng.permutation(Q_BITS)]
+        prev = None
+        for q in order + order[:1]:
+            lq = meaningful(q)
+            ctx.set(dut.cfg.q, q)
+            if prev is not None and prev != 16 and q != 16:
+                # Q changed, LUT not yet rewritten: each lane reads what the docstring's layout of
+                # the previous Q left in its sub-LUT (the reason the LUT must be rewritten).
+                codes = rng.integers(0, 1 << q, (32, lq))
+                expected = [[model.read(q, i, int(c)) for i, c in enumerate(row)] for row in codes]
+                await check(ctx, q, codes, expected)
+                checked["switch"] += 1
+            prev = q
+            # A full random 256-entry logical LUT, one write per cycle, in random order: with
+            # Q <= 7 the entries the mode cannot hold must be dropped, not alias smaller ones.
+            lut = rng.integers(0, 1 << 16, 256).astype(np.uint16)
+            for addr in rng.permutation(256):
+                await write(ctx, q, int(addr), int(lut[addr]))
+            size = 1 << min(q, 8)
+            if q == 16:
+                codes = rng.integers(0, 1 << 16, (64, lq))
+                codes[0], codes[1] = 0, 0xFFFF
+                expected = codes
+            else:
+                # Every code on every lane (a different order per lane).
+                codes = np.stack([rng.permutation(size) for _ in range(lq)], axis=1)
+                expected = lut[codes]
+            await check(ctx, q, codes, expected.tolist())
+            if q == 16:
+                continue
+            # Rewriting one entry reaches every lane (every replica); the others keep their values.
+            for _ in range(3):
+                e = int(rng.integers(size))
+                lut[e] = rng.integers(1 << 16)
+                await write(ctx, q, e, int(lut[e]))
+                other = int(rng.integers(size))
+                codes = np.array([[e] * lq, [other] * lq])
+                await check(ctx, q, codes, lut[codes].tolist())
+            # Entries the mode cannot hold are dropped.
+            capacity = {7: 128, 8: 256}.get(q, 64)
+            if capacity < 256:
+                e = int(rng.integers(min(size, capacity)))
+                await write(ctx, q, e + capacity * int(rng.integers(1, 256 // capacity)), 0xDEAD)
+                codes = np.array([[e] * lq])
+                await check(ctx, q, codes, lut[codes].tolist())
+
+    run(dut, tb, clocked=True)
+    assert checked["switch"] >= 5 and checked["lanes"] > 0
+
+
+# --- code unpacker ------------------------------------------------------------------------------
+
+
+def build_stream(tiles):
+    """Byte stream of tiles given as (prefix bits, codes, q): ``prefix`` 1-bit codes, then Q-bit
+    codes, LSB first, each tile padded with zeros to a whole byte (deca.golden.format)."""
+    out, starts = [], []
+    for prefix, codes, q in tiles:
+        nbits = len(prefix) + len(codes) * q
+        bits = np.zeros(-(-nbits // 8) * 8, np.uint8)
+        bits[:len(prefix)] = prefix
+        for b in range(q):
+            bits[len(prefix) + q * np.arange(len(codes)) + b] = (np.asarray(codes, np.int64) >> b) & 1
+        starts.append(8 * sum(len(o) for o in out))
+        out.append(np.packbits(bits, bitorder="little"))
+    return out, starts
+
+
+@pytest.mark.parametrize("q", Q_BITS)
+@pytest.mark.parametrize("W, L", [(8, 4), (32, 8)])
+def test_code_unpacker_against_read_codes(W, L, q, rng):
+    """Every starting bit offset 0..7 (o one-bit codes taken with Q = 1 before the tile's Q-bit
+    codes), random beat cuts with garbage past ``nbytes``, random input stalls, random ``n``;
+    ``ok`` exactly when n*Q bits are buffered; ``tile_end`` skips the padding."""
+    dut = CodeUnpacker(W, L)
+    lanes, beat_bits = dut.lanes, dut.beat_bits
+    beat_bytes = beat_bits // 8
+    tiles = []
+    for o in np.concatenate([rng.permutation(8), rng.permutation(8)]):
+        # A tile whose codes start at bit offset o, then a plain one (possibly empty).
+        n = int(rng.choice([1, int(rng.integers(2, 40)), int(rng.integers(40, 200))], p=[.1, .45, .45]))
+        tiles.append((rng.integers(0, 2, int(o)), rng.integers(0, 1 << q, n), q))
+        n = int(rng.choice([0, 1, int(rng.integers(2, 40)), int(rng.integers(40, 200))], p=[.1, .1, .4, .4]))
+        tiles.append((np.zeros(0, np.int64), rng.integers(0, 1 << q, n), q))
+    tiles.append((np.zeros(0, np.int64), rng.integers(0, 1 << q, TILE_ELEMS), q))  # a full tile
+    streams, starts = build_stream(tiles)
+    stream = np.concatenate(streams)
+
+    # A tile's stream cut into beats (full most of the time) with random bytes past nbytes.
+    beats, beat_tile = [], []
+    for t, s in enumerate(streams):
+        pos = 0
+        while pos < len(s):
+            size = beat_bytes if rng.random() < 0.5 else int(rng.integers(1, beat_bytes + 1))
+            piece = s[pos:pos + size]
+            garbage = rng.integers(0, 256, beat_bytes).astype(np.uint8)
+            garbage[:len(piece)] = piece
+            beats.append(int.from_bytes(garbage.tobytes(), "little") | len(piece) << beat_bits)
+            beat_tile.append(t)
+            pos += len(piece)
+    # Half the tiles' beats wait until the consumer reaches the tile, starving it.
+    held = rng.random(len(tiles)) < 0.5
+    stats = {"not ok": 0, "taken": 0, "codes": 0, "offsets": set()}
+
+    async def tb(ctx):
+        # Empty buffer: no code is there yet, whatever Q and n.
+        ctx.set(dut.take, 0)
+        for cq in Q_BITS:
+            ctx.set(dut.q, cq)
+            for n in range(1, lanes + 1):
+                ctx.set(dut.n, n)
+                assert not ctx.get(dut.ok), f"ok with an empty buffer, Q={cq}, n={n}"
+            ctx.set(dut.n, 0)
+            assert ctx.get(dut.ok), "n = 0 must always be ok"
+        buffered = 0  # bits of accepted beats not yet taken
+        beat = 0
+        cycles, limit = 0, 1000 + 50 * (len(beats) + sum(len(c) for _, c, _ in tiles))
+        for t, (prefix, codes, tq) in enumerate(tiles):
+            stall = float(rng.choice([0.0, 0.5, 0.95]))  # input stalls
+            consumed = 0  # bits taken from this tile
+            steps = [(1, len(prefix)), (tq, len(codes))]
+            for phase, (cq, total) in enumerate(steps):
+                done = 0
+                while True:
+                    rest = total - done
+                    if phase == 0 and rest == 0:
+                        break
+                    lq = min(dequant_lanes(cq, L), lanes)
+                    n = min(rest, lq) if rng.random() < 0.5 else int(rng.integers(0, min(rest, lq) + 1))
+                    end = phase == 1 and n == rest and rng.random() < 0.8
+                    ctx.set(dut.q, cq)
+                    ctx.set(dut.n, n)
+                    ctx.set(dut.tile_end, end)
+                    ctx.set(dut.take, 0)
+                    offer = (beat < len(beats) and rng.random() >= stall
+                             and not (held[beat_tile[beat]] and beat_tile[beat] > t))
+                    ctx.set(dut.values.valid, offer)
+                    if offer:
+                        ctx.set(dut.values.payload.as_value(), beats[beat])
+                    ok = ctx.get(dut.ok)
+                    assert ok == (buffered >= n * cq), (
+                        f"tile {t}: ok={ok} with {buffered} bits buffered and n={n}, Q={cq}")
+                    take = ok and rng.random() < 0.9
+                    if ok:
+                        got = unpack16(ctx.get(dut.codes.as_value()), lanes)[:n]
+                        pos = starts[t] + consumed + cq * np.arange(n)
+                        expected = read_codes(stream, pos, cq)
+                        assert np.array_equal(got, expected), (
+                            f"tile {t} Q={cq} bits {consumed}..: got {got.tolist()}, expected {expected.tolist()}")
+                        stats["codes"] += n
+                        if take and n and phase == 1 and done == 0:
+                            stats["offsets"].add(consumed % 8)
+                    elif n:
+                        stats["not ok"] += 1
+                    ctx.set(dut.take, take)
+                    accepted = offer and ctx.get(dut.values.ready)
+                    await ctx.tick()
+                    cycles += 1
+                    assert cycles < limit, f"stuck in tile {t}: {buffered} bits buffered, beat {beat} of {len(beats)}"
+                    if accepted:
+                        buffered += 8 * ((beats[beat] >> beat_bits))
+                        beat += 1
+                    if take:
+                        stats["taken"] += 1
+                        consumed += n * cq
+                        done += n
+                        buffered -= n * cq
+                        if end:
+                            pad = -consumed % 8
+                            buffered -= pad
+                            consumed += pad
+                            break
+                    if phase == 0 and done == total:
+                        break
+            assert consumed == 8 * len(streams[t]), f"tile {t}: {consumed} bits taken of {8 * len(streams[t])}"
+        assert beat == len(beats) and buffered == 0
+
+    run(dut, tb, clocked=True)
+    assert stats["not ok"] > 0 and stats["codes"] > 0
+    # Some tile's first Q-bit code was taken at every bit offset 0..7.
+    assert stats["offsets"] == set(range(8)), stats["offsets"]
