@@ -15,7 +15,7 @@ class UsageError(Exception):
     """A problem with what the user asked for; printed without a traceback."""
 
 
-def _group_size(text):
+def group_size_arg(text):
     if text == "channel":
         return text
     try:
@@ -36,11 +36,14 @@ def _codebook(text):
         raise argparse.ArgumentTypeError(f"codebook must be comma-separated numbers or a .npy file, got {text!r}") from None
 
 
-def _float_list(text):
-    try:
-        return [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+def number_list(kind):
+    """argparse type for comma-separated numbers of ``kind`` (int or float)."""
+    def parse(text):
+        try:
+            return [kind(v) for v in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s, got {text!r}") from None
+    return parse
 
 
 def _shape(text):
@@ -119,7 +122,7 @@ def build_parser():
     c.add_argument("--scheme", required=True, choices=list(SCHEMES), metavar="SCHEME",
                    help="one of: " + ", ".join(SCHEMES))
     c.add_argument("--density", type=float, help="keep this fraction of the weights by magnitude (sparse format)")
-    c.add_argument("--group-size", type=_group_size, help="scale group along K: 16, 32, a multiple of 32, or 'channel'")
+    c.add_argument("--group-size", type=group_size_arg, help="scale group along K: 16, 32, a multiple of 32, or 'channel'")
     c.add_argument("--codebook", type=_codebook, help="codebook scheme: comma-separated values or a .npy file")
     c.add_argument("--tensor", help="name of the tensor in a .npz or .safetensors file")
     c.set_defaults(func=cmd_compress)
@@ -137,7 +140,7 @@ def build_parser():
     r = sub.add_parser("run", help="the main job on built-in defaults: a golden round trip of every scheme")
     r.add_argument("--shape", type=_shape, default=(512, 1024), help="weight matrix M x K (default 512x1024)")
     r.add_argument("--schemes", type=lambda t: t.split(","), default=list(DEFAULT_RUN_SCHEMES))
-    r.add_argument("--densities", type=_float_list, default=list(DEFAULT_RUN_DENSITIES))
+    r.add_argument("--densities", type=number_list(float), default=list(DEFAULT_RUN_DENSITIES))
     r.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
     r.set_defaults(func=cmd_run)
 

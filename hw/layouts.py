@@ -94,25 +94,23 @@ def vop_layout(W):
     })
 
 
-def chunk_layout(W):
-    """W BF16 values with their mask bits and place in the tile (SD, DD registers)."""
-    return data.StructLayout({
+def _chunk_fields(W):
+    return {
         "data": data.ArrayLayout(BF16, W),
         "mask": W,
         "index": range(TILE_ELEMS // W),
         "last": 1,
-    })
+    }
+
+
+def chunk_layout(W):
+    """W BF16 values with their mask bits and place in the tile (the DD register)."""
+    return data.StructLayout(_chunk_fields(W))
 
 
 def sd_layout(W):
     """The SD register: the window's dequantized values, packed, with the vOp's expansion indices."""
-    return data.StructLayout({
-        "data": data.ArrayLayout(BF16, W),
-        "mask": W,
-        "prefix": data.ArrayLayout(range(W), W),
-        "index": range(TILE_ELEMS // W),
-        "last": 1,
-    })
+    return data.StructLayout({**_chunk_fields(W), "prefix": data.ArrayLayout(range(W), W)})
 
 
 def out_layout(W):

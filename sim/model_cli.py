@@ -5,7 +5,7 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from deca.cli import _group_size
+from deca.cli import group_size_arg, number_list
 from deca.golden.summary import format_table
 from deca.hw.params import W_CHOICES
 
@@ -18,13 +18,6 @@ from .roof import predict
 
 DEFAULT_OUT = Path("out/model")
 L_GRID = (1, 2, 4, 8, 16, 32, 64)
-
-
-def _int_list(text):
-    try:
-        return [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def _designs(text):
@@ -69,7 +62,7 @@ def add_model_parser(sub):
     _add_common(r)
     r.add_argument("--scheme", help="golden scheme (or give --matrix)")
     r.add_argument("--density", type=float, help="fraction of stored weights (sparse format)")
-    r.add_argument("--group-size", type=_group_size, help="scale group along K: 16, 32, a multiple of 32, or 'channel'")
+    r.add_argument("--group-size", type=group_size_arg, help="scale group along K: 16, 32, a multiple of 32, or 'channel'")
     r.add_argument("--k", type=int, default=DEFAULT_K, help=f"matrix columns K for shared scales (default {DEFAULT_K})")
     r.add_argument("--matrix", type=Path, help="a .deca file: measured bytes per tile and bubbles of its real masks")
     r.add_argument("--W", type=int, default=paper.DSE_BEST[0], help="DECA elements per vOp (default 32)")
@@ -94,8 +87,8 @@ def add_model_parser(sub):
 
     d = msub.add_parser("dse", help="analytic W x L design-space exploration (paper 8.2): PNG + CSV")
     _add_common(d, kernels=True)
-    d.add_argument("--W", type=_int_list, default=list(W_CHOICES), help="W values (default 8,16,32,64)")
-    d.add_argument("--L", type=_int_list, default=list(L_GRID), help="L values; L > W is skipped (default 1..64)")
+    d.add_argument("--W", type=number_list(int), default=list(W_CHOICES), help="W values (default 8,16,32,64)")
+    d.add_argument("--L", type=number_list(int), default=list(L_GRID), help="L values; L > W is skipped (default 1..64)")
     d.set_defaults(func=cmd_dse)
 
 
