@@ -123,6 +123,7 @@ async def run_datapath(ctx, dut, jobs, *, rng=None, stall=0.0, backpressure=0.0,
         await ctx.tick()
     else:
         raise TimeoutError(f"datapath produced {len(raw)} of {expected} chunks in {limit} cycles")
-    words = np.array([[(r >> (16 * i)) & 0xFFFF for i in range(W)] for r in raw], np.uint16).reshape(-1, W)
-    lasts = np.array([(r >> (16 * W)) & 1 for r in raw], bool)
+    data_mask = (1 << (16 * W)) - 1
+    words = np.frombuffer(b"".join((r & data_mask).to_bytes(2 * W, "little") for r in raw), "<u2").reshape(-1, W)
+    lasts = np.array([r >> (16 * W) for r in raw], bool)
     return DatapathRun(words, lasts, np.array(cycles), first_tile)
