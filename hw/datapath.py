@@ -15,12 +15,10 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .dequantizer import DequantStage
-from .expander import Expander
 from .layouts import ConfigSignature, out_layout, scale_beat_layout, tile_layout, value_beat_layout
 from .params import ParameterError, check_params
+from .pipeline import Pipeline
 from .prefix_sum import WindowUnit
-from .scaler import ScalingStage
 
 #: Cycles from accepting a tile's bitmask to the handshake of its last chunk, beyond the sum of
 #: the dequantization cycles of its vOps: one register each for the bitmask and the vOp in the
@@ -28,12 +26,20 @@ from .scaler import ScalingStage
 PIPELINE_FILL = 4
 
 
+def silence_unused(component):
+    """Mark a component that failed its parameter check as never meant to be built, so Amaranth
+    does not warn that it went unused."""
+    component._MustUse__silence = True
+
+
 class Datapath(wiring.Component):
+    """A window unit in front of the shared pipeline: the PE's vector path with one input."""
+
     def __init__(self, W, L):
         try:
             check_params(W, L)
         except ParameterError:
-            self._MustUse__silence = True  # never built, so Amaranth need not warn it went unused
+            silence_unused(self)
             raise
         self.W, self.L = W, L
         super().__init__({
@@ -47,21 +53,12 @@ class Datapath(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.window = window = WindowUnit(self.W)
-        m.submodules.dequant = dequant = DequantStage(self.W, self.L)
-        m.submodules.expander = expander = Expander(self.W)
-        m.submodules.scaler = scaler = ScalingStage(self.W)
-
-        m.d.comb += [
-            window.sparse.eq(self.cfg.sparse),
-            scaler.scale_format.eq(self.cfg.scale_format),
-            scaler.scale_group.eq(self.cfg.scale_group),
-        ]
-        wiring.connect(m, wiring.flipped(self.cfg), dequant.cfg)
+        m.submodules.pipeline = pipeline = Pipeline(self.W, self.L)
+        m.d.comb += window.sparse.eq(self.cfg.sparse)
+        wiring.connect(m, wiring.flipped(self.cfg), pipeline.cfg)
         wiring.connect(m, wiring.flipped(self.tiles), window.tiles)
-        wiring.connect(m, window.vops, dequant.vops)
-        wiring.connect(m, wiring.flipped(self.values), dequant.values)
-        wiring.connect(m, dequant.sd, expander.sd)
-        wiring.connect(m, expander.dd, scaler.dd)
-        wiring.connect(m, wiring.flipped(self.scales), scaler.scales)
-        wiring.connect(m, scaler.out, wiring.flipped(self.out))
+        wiring.connect(m, window.vops, pipeline.vops)
+        wiring.connect(m, wiring.flipped(self.values), pipeline.values)
+        wiring.connect(m, wiring.flipped(self.scales), pipeline.scales)
+        wiring.connect(m, pipeline.out, wiring.flipped(self.out))
         return m

@@ -23,6 +23,9 @@ class DequantStage(wiring.Component):
             "vops": In(stream.Signature(vop_layout(W))),
             "values": In(stream.Signature(value_beat_layout(W, L))),
             "sd": Out(stream.Signature(sd_layout(W))),
+            # Per-cycle activity for the performance counters.
+            "bubble": Out(1),  # working on a vOp that needs more cycles after this one
+            "waiting": Out(1),  # free to work, but no vOp or not all of its codes are there
         })
 
     def elaborate(self, platform):
@@ -59,6 +62,8 @@ class DequantStage(wiring.Component):
             go.eq(self.vops.valid & (~self.sd.valid | self.sd.ready) & unpacker.ok),
             unpacker.take.eq(go),
             self.vops.ready.eq(go & final),
+            self.bubble.eq(go & ~final),
+            self.waiting.eq(~go & (~self.sd.valid | self.sd.ready)),
         ]
 
         sd = self.sd.payload

@@ -7,8 +7,10 @@ from amaranth.hdl import Value
 from amaranth.lib import data, enum, wiring
 
 from .datapath import Datapath
+from .pe import PE
 
-DESIGNS = {"datapath": Datapath}
+#: What ``deca generate`` can build: the complete PE (the default) or its vector path alone.
+DESIGNS = {"pe": PE, "datapath": Datapath}
 
 
 def top_name(design, W, L):
@@ -40,7 +42,7 @@ def port_table(component, top):
     return "\n".join(lines) + "\n"
 
 
-def generate(W, L, out_dir, design="datapath"):
+def generate(W, L, out_dir, design="pe"):
     """Write ``<top>.v`` and ``<top>.ports.md`` into ``out_dir``; return the Verilog path."""
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")

@@ -6,7 +6,7 @@ appears in the flat ``*__payload`` ports of the generated Verilog.
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import LUT_ENTRIES, TILE_ELEMS
 
@@ -39,7 +39,9 @@ class ConfigSignature(wiring.Signature):
     Held steady while tiles flow.
 
     ``q`` is the code width (1..8 or 16). A LUT write (``lut_we``) stores logical entry
-    ``lut_addr`` in every replica the current ``q`` uses, so write ``q`` before the LUT.
+    ``lut_addr`` in every replica the current ``q`` uses, so write ``q`` before the LUT;
+    ``lut_rdata`` reads entry ``lut_addr`` back (0 for entries the current ``q`` cannot hold), so
+    that the LUT can be saved and restored on a context switch.
     """
 
     def __init__(self):
@@ -51,6 +53,7 @@ class ConfigSignature(wiring.Signature):
             "lut_we": Out(1),
             "lut_addr": Out(range(LUT_ENTRIES)),
             "lut_data": Out(BF16),
+            "lut_rdata": In(BF16),
         })
 
 
@@ -116,3 +119,64 @@ def sd_layout(W):
 def out_layout(W):
     """An output chunk: elements [index*W, index*W + W) of the tile; ``last`` ends the tile."""
     return data.StructLayout({"data": data.ArrayLayout(BF16, W), "last": 1})
+
+
+# The complete PE's ports ------------------------------------------------------------------------
+
+LINE_BYTES = 64  # memory line, and one row of a decompressed tile (32 BF16)
+LEN_BITS = 16  # byte length of a stream in a TEPL request
+
+
+class ErrorReason(enum.Enum, shape=4):
+    """Why a TEPL completed with an error (checked in this order; the first that applies wins)."""
+    NONE = 0
+    CONFIG = 1  #: the CONFIG register holds a Q that is not 1..8 or 16
+    ADDR_WRAP = 2  #: address + length of a stream passes the end of the address space
+    MASK_LEN = 3  #: mask length is not 64 in sparse mode or 0 in dense mode
+    SCALE_LEN = 4  #: scale length is not 512/g times the scale size (0 without scaling)
+    VALUE_LEN = 5  #: value length is not ceil(popcount(mask) * Q / 8) (512 * Q / 8 when dense)
+
+
+class Stream(enum.Enum, shape=2):
+    """The three streams of a compressed tile, in the order a loader requests their lines."""
+    MASK = 0
+    SCALE = 1
+    VALUE = 2
+
+
+def tepl_request_layout(addr_bits, id_bits):
+    """A TEPL's metadata: byte address and length of each stream, and the core's request id."""
+    return data.StructLayout({
+        "val_addr": addr_bits, "val_len": LEN_BITS,
+        "mask_addr": addr_bits, "mask_len": LEN_BITS,
+        "scale_addr": addr_bits, "scale_len": LEN_BITS,
+        "id": id_bits,
+    })
+
+
+def tepl_response_layout(id_bits):
+    """One beat of a completion: tile row ``row`` (32 BF16, element c in bits 16c+15..16c), or, with
+    ``error``, a single beat without data that carries the reason."""
+    return data.StructLayout({
+        "data": LINE_BYTES * 8,
+        "id": id_bits,
+        "row": range(16),
+        "last": 1,
+        "error": 1,
+        "reason": ErrorReason,
+    })
+
+
+def mem_request_layout(addr_bits, tag_bits):
+    """A 64-byte line read: ``addr`` is the line's byte address (low 6 bits zero)."""
+    return data.StructLayout({"addr": addr_bits, "tag": tag_bits})
+
+
+def mem_response_layout(tag_bits):
+    """A line read's data (address byte a at bits 8(a mod 64)+7..8(a mod 64)) with its request's tag."""
+    return data.StructLayout({"data": LINE_BYTES * 8, "tag": tag_bits})
+
+
+def prefetch_layout(addr_bits):
+    """A line prefetch: the line's byte address (low 6 bits zero); there is no response."""
+    return data.StructLayout({"addr": addr_bits})

@@ -51,6 +51,7 @@ class LUTArray(wiring.Component):
         ]
 
         ports = []
+        readback = []  # big LUT 0 holds every entry any mode keeps
         for b in range(self.L):
             for s in range(SUB_LUTS):
                 mem = memory.Memory(shape=BF16, depth=SUB_LUT_ENTRIES, init=[])
@@ -58,6 +59,15 @@ class LUTArray(wiring.Component):
                 wp = mem.write_port()
                 m.d.comb += [wp.addr.eq(entry), wp.data.eq(cfg.lut_data), wp.en.eq(cfg.lut_we & writes[s])]
                 ports.append(mem.read_port(domain="comb"))
+                if b == 0:
+                    rp = mem.read_port(domain="comb")
+                    m.d.comb += rp.addr.eq(entry)
+                    readback.append(rp.data)
+        with m.Switch(section):
+            for s in range(SUB_LUTS):
+                with m.Case(s):
+                    with m.If(writes[s]):
+                        m.d.comb += cfg.lut_rdata.eq(readback[s])
 
         def port(b, s):
             return ports[b * SUB_LUTS + s]

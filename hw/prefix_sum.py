@@ -24,6 +24,14 @@ def prefix_sums(bits):
     return [s[:(j + 1).bit_length()] for j, s in enumerate(sums)]
 
 
+def popcount(bits):
+    """Number of ones in ``bits``: a balanced tree of adders, log2(n) levels deep."""
+    sums = list(bits)
+    while len(sums) > 1:
+        sums = [a + b for a, b in zip(sums[::2], sums[1::2])] + sums[len(sums) & ~1:]
+    return sums[0]
+
+
 class WindowUnit(wiring.Component):
     """Tile bitmasks in, one vOp descriptor per cycle out.
 

@@ -1,0 +1,114 @@
+"""The control registers (paper, section 5.1): configuration, LUT access, status, error record and
+performance counters, decoded from the table in ``registers``."""
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import ConfigSignature, ErrorReason
+from .registers import ADDR_BITS, COUNTERS, DATA_BITS, registers
+
+
+class RegisterBusSignature(wiring.Signature):
+    """The ``cfg_`` port, as the core drives it (see ``registers``)."""
+
+    def __init__(self):
+        super().__init__({
+            "addr": Out(ADDR_BITS),
+            "wdata": Out(DATA_BITS),
+            "we": Out(1),
+            "rdata": In(DATA_BITS),
+        })
+
+
+COUNTER_INDEX = {name: i for i, (name, _) in enumerate(COUNTERS)}
+
+
+class Control(wiring.Component):
+    def __init__(self, params):
+        self.regs = registers(**params)
+        super().__init__({
+            "bus": In(RegisterBusSignature()),
+            "cfg": Out(ConfigSignature()),
+            "degree": Out(4),
+            "events": In(len(COUNTERS)),  # one bit per counter, in COUNTERS order: count this cycle
+            "status": In(3),  # STATUS fields
+            "error": In(data.StructLayout({"en": 1, "reason": ErrorReason, "id": 16})),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.bus
+        fields = {(r.name, f.name): f for r in self.regs for f in r.fields}
+
+        def reg(name, field):
+            f = fields[name, field]
+            return Signal(f.width, init=f.reset, name=f"{name.lower()}_{field.lower()}")
+
+        q, sparse = reg("CONFIG", "Q"), reg("CONFIG", "SPARSE")
+        scale_format, scale_group = reg("CONFIG", "SCALE_FORMAT"), reg("CONFIG", "SCALE_GROUP")
+        degree, lut_index = reg("PREFETCH", "DEGREE"), reg("LUT_INDEX", "INDEX")
+        error = Signal(self.error.shape())
+        counters = [Signal(32, name=f"count_{name.lower()}") for name, _ in COUNTERS]
+        storage = {
+            ("CONFIG", "Q"): q, ("CONFIG", "SPARSE"): sparse, ("CONFIG", "SCALE_FORMAT"): scale_format,
+            ("CONFIG", "SCALE_GROUP"): scale_group, ("PREFETCH", "DEGREE"): degree, ("LUT_INDEX", "INDEX"): lut_index,
+            ("LUT_DATA", "VALUE"): self.cfg.lut_rdata, ("STATUS", "BUSY"): self.status[0],
+            ("STATUS", "LOADERS"): self.status[1:], ("ERROR", "VALID"): error.en, ("ERROR", "REASON"): error.reason,
+            ("ERROR", "ID"): error.id,
+        }
+        storage.update({(name, "COUNT"): counters[i] for i, (name, _) in enumerate(COUNTERS)})
+
+        m.d.comb += [
+            self.cfg.q.eq(q), self.cfg.sparse.eq(sparse), self.degree.eq(degree),
+            self.cfg.scale_format.eq(scale_format),
+            self.cfg.scale_group.eq(scale_group),
+            self.cfg.lut_addr.eq(lut_index),
+            self.cfg.lut_data.eq(bus.wdata[:16]),
+        ]
+
+        # Reads: the register ``addr`` selected, one cycle later; PARAMS is constant.
+        with m.Switch(bus.addr):
+            for r in self.regs:
+                with m.Case(r.addr):
+                    word = Const(0, DATA_BITS)
+                    if r.access != "WO":
+                        for f in r.fields:
+                            # Fields without storage are the constant PARAMS.
+                            word = word | (Cat(storage.get((r.name, f.name), Const(f.reset, f.width))) << f.lsb)
+                    m.d.sync += bus.rdata.eq(word)
+            with m.Default():
+                m.d.sync += bus.rdata.eq(0)
+
+        def written(name):
+            return bus.we & (bus.addr == next(r.addr for r in self.regs if r.name == name))
+
+        def field_bits(name, field):
+            f = fields[name, field]
+            return bus.wdata[f.lsb:f.lsb + f.width]
+
+        with m.If(written("CONFIG")):
+            m.d.sync += [q.eq(field_bits("CONFIG", "Q")), sparse.eq(field_bits("CONFIG", "SPARSE")),
+                         scale_format.eq(field_bits("CONFIG", "SCALE_FORMAT")),
+                         scale_group.eq(field_bits("CONFIG", "SCALE_GROUP"))]
+        with m.If(written("PREFETCH")):
+            m.d.sync += degree.eq(field_bits("PREFETCH", "DEGREE"))
+        with m.If(written("LUT_INDEX")):
+            m.d.sync += lut_index.eq(field_bits("LUT_INDEX", "INDEX"))
+        with m.If(written("LUT_DATA")):
+            m.d.comb += self.cfg.lut_we.eq(1)
+            m.d.sync += lut_index.eq(lut_index + 1)
+
+        # The error record: a new error wins over a clearing write in the same cycle.
+        with m.If(self.error.en):
+            m.d.sync += error.eq(self.error)
+        with m.Elif(written("ERROR")):
+            m.d.sync += error.eq(0)
+
+        clear = written("CONTROL") & field_bits("CONTROL", "CLEAR_COUNTERS")
+        for i, counter in enumerate(counters):
+            with m.If(clear):
+                m.d.sync += counter.eq(0)
+            with m.Elif(self.events[i]):
+                m.d.sync += counter.eq(counter + 1)
+        return m

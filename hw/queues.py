@@ -1,0 +1,134 @@
+"""A loader's input queues (paper, section 6.1, item 1): the SQQ, the bitmask queue and the scale
+factor queue are each a ``LineQueue``.
+
+Memory lines arrive in any order and at any byte alignment; each is written already realigned,
+so that stream byte s sits at byte s mod R of row s div R (R = ``row_bytes``): a line lands in
+at most two rows, through two byte-enabled write ports. Reads then never cross a row: the queue
+hands out the stream in beats of ``beat_bytes`` (a divisor of R), each once every line it needs
+has arrived. A queue holds one tile's stream at a time, circularly when the stream is longer
+than the queue; ``room`` tells the loader whether a line may be requested yet.
+"""
+
+from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import LEN_BITS, LINE_BYTES
+
+#: Index bits of a line within a stream: a stream of up to 2^16 - 1 bytes at any alignment.
+LINE_INDEX_BITS = LEN_BITS - 5
+
+
+def beat_layout(beat_bytes):
+    """A piece of the stream: ``nbytes`` valid bytes, stream byte 0 of the beat in bits 7..0."""
+    return data.StructLayout({"data": 8 * beat_bytes, "nbytes": range(beat_bytes + 1), "last": 1})
+
+
+class LineQueue(wiring.Component):
+    """``start`` (with ``offset`` = address mod 64 and ``length``) begins a new stream and drops
+    what the queue held; ``write`` stores line ``index`` of it. A stream of length 0 is one empty
+    beat with ``last``."""
+
+    def __init__(self, rows, row_bytes, beat_bytes):
+        assert rows & (rows - 1) == 0 and row_bytes % LINE_BYTES == 0 and row_bytes % beat_bytes == 0
+        self.rows, self.row_bytes, self.beat_bytes = rows, row_bytes, beat_bytes
+        # Lines that may be outstanding at once: those of a full queue plus one straddling its ends.
+        self.slots = 1 << (rows * row_bytes // LINE_BYTES + 1).bit_length()
+        super().__init__({
+            "start": In(1),
+            "offset": In(range(LINE_BYTES)),
+            "length": In(LEN_BITS),
+            "write": In(data.StructLayout({"en": 1, "index": LINE_INDEX_BITS, "data": 8 * LINE_BYTES})),
+            "issue_index": In(LINE_INDEX_BITS),
+            "room": Out(1),
+            "beats": Out(stream.Signature(beat_layout(beat_bytes))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        R, B = self.row_bytes, self.beat_bytes
+        offset = Signal(range(LINE_BYTES))
+        length = Signal(LEN_BITS)
+        with m.If(self.start):
+            m.d.sync += [offset.eq(self.offset), length.eq(self.length)]
+
+        if self.rows > 1:
+            m.submodules.mem = mem = memory.Memory(shape=8 * R, depth=self.rows, init=[])
+            write_ports = [mem.write_port(granularity=8) for _ in range(2)]
+            rp = mem.read_port(domain="comb")
+            read_data = rp.data
+        else:
+            # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3.
+            layout = data.StructLayout({"en": R, "data": 8 * R})
+            write_ports = [Signal(layout, name=f"write{i}") for i in range(2)]
+            rp, read_data = None, Signal(8 * R)
+            for j in range(R):
+                for port in write_ports:
+                    with m.If(port.en[j]):
+                        m.d.sync += read_data.word_select(j, 8).eq(port.data.word_select(j, 8))
+
+        # Write: line k starts at stream byte 64k - offset; u = that + R is never negative.
+        w = self.write
+        u = Signal(LINE_INDEX_BITS + 8)
+        m.d.comb += u.eq(w.index * LINE_BYTES + R - offset)
+        shift = u % R
+        row_b = u // R  # the row holding the line's end (or all of it when aligned)
+        shifted = Signal(16 * R)
+        m.d.comb += shifted.eq(w.data << (shift * 8))
+        end_first = Signal(signed(LEN_BITS + 9))  # stream byte at byte 0 of row_b
+        m.d.comb += end_first.eq(row_b * R)
+        for part in (0, 1):
+            port = write_ports[part]
+            first = Signal(signed(LEN_BITS + 9))  # stream byte at byte 0 of the row (negative: none)
+            m.d.comb += [first.eq(end_first - (R if part == 0 else 0)), port.data.eq(shifted.word_select(part, 8 * R))]
+            if self.rows > 1:
+                # Row -1 wraps around, but none of its bytes is enabled.
+                m.d.comb += port.addr.eq((row_b - 1 + part) % self.rows)
+            for j in range(R):
+                in_line = (j >= shift) if part == 0 else (j + R < shift + LINE_BYTES)
+                in_stream = (first + j >= 0) & (first + j < length)
+                m.d.comb += port.en[j].eq(w.en & in_line & in_stream)
+
+        # Lines below ``arrived`` are all in; later ones are marked in a bitmap until they join.
+        arrived = Signal(LINE_INDEX_BITS + 1)
+        seen = Signal(self.slots)
+        slot = arrived % self.slots
+        with m.If(self.start):
+            m.d.sync += [arrived.eq(0), seen.eq(0)]
+        with m.Else():
+            mark = Signal(self.slots)
+            with m.If(w.en):
+                m.d.comb += mark.eq(Const(1, self.slots) << (w.index % self.slots))
+            joined = (seen | mark).bit_select(slot, 1)
+            m.d.sync += [seen.eq((seen | mark) & ~Mux(joined, Const(1, self.slots) << slot, 0)), arrived.eq(arrived + joined)]
+
+        # Read: beat ``beat`` covers stream bytes [beat*B, beat*B + B).
+        beat = Signal(LEN_BITS + 1)
+        pos = Signal(LEN_BITS + 8)
+        m.d.comb += pos.eq(beat * B)
+        rest = Signal(signed(LEN_BITS + 9))
+        m.d.comb += rest.eq(length - pos)
+        last = rest <= B
+        end = Mux(last, length, pos + B)  # one past the beat's last stream byte
+        need = (end - 1 + offset) // LINE_BYTES  # the line holding it
+        done = Signal()  # every beat of the stream was handed out
+        if rp is not None:
+            m.d.comb += rp.addr.eq(pos // R % self.rows)
+        out = self.beats.payload
+        m.d.comb += [
+            self.beats.valid.eq(~done & ((length == 0) | (arrived > need))),
+            out.data.eq(read_data.word_select((pos % R) // B, 8 * B)),
+            out.nbytes.eq(Mux(last, rest, B)),
+            out.last.eq(last),
+        ]
+        with m.If(self.start):
+            m.d.sync += [beat.eq(0), done.eq(0)]
+        with m.Elif(self.beats.valid & self.beats.ready):
+            m.d.sync += [beat.eq(beat + 1), done.eq(last)]
+
+        # Line k may be requested once its last row is free: rows below the read row are.
+        top = Signal(LEN_BITS + 8)
+        line_end = self.issue_index * LINE_BYTES + (LINE_BYTES - 1) - offset
+        m.d.comb += top.eq(Mux(line_end < length, line_end, length - 1))
+        m.d.comb += self.room.eq(top // R < pos // R + self.rows)
+        return m

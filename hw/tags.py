@@ -1,0 +1,66 @@
+"""The tag table of a load unit (paper, section 6.1, item 1; Table 3's LDU): what each outstanding
+line read was for, so that responses may come back in any order.
+
+The memory system echoes the tag, so a response finds its entry by index. An aborted tile (squash
+or error) leaves its entries ``stale``: they stay allocated until their responses arrive, which are
+then dropped, so a tag is never reused while a response for it may still come.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import Stream
+from .queues import LINE_INDEX_BITS
+
+
+def line_layout():
+    """What an outstanding line is: line ``index`` of ``stream`` of the loader's current tile."""
+    return data.StructLayout({"stream": Stream, "index": LINE_INDEX_BITS})
+
+
+class TagTable(wiring.Component):
+    def __init__(self, entries):
+        self.entries = entries
+        super().__init__({
+            # Allocation: ``free`` says an entry is available, ``tag`` is the one ``alloc`` takes.
+            "free": Out(1),
+            "tag": Out(range(entries)),
+            "alloc": In(1),
+            "alloc_line": In(line_layout()),
+            # Response: ``lookup`` frees entry ``lookup_tag``; ``line`` and ``stale`` describe it.
+            "lookup": In(1),
+            "lookup_tag": In(range(entries)),
+            "line": Out(line_layout()),
+            "stale": Out(1),
+            "abort": In(1),  # every allocated entry becomes stale
+            "outstanding": Out(1),  # some entry is allocated
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        busy = Signal(self.entries)
+        stale = Signal(self.entries)
+        lines = [Signal(line_layout(), name=f"line{i}") for i in range(self.entries)]
+
+        # The lowest free entry: a priority encoder.
+        for i in reversed(range(self.entries)):
+            with m.If(~busy[i]):
+                m.d.comb += self.tag.eq(i)
+        m.d.comb += [self.free.eq(~busy.all()), self.outstanding.eq(busy.any())]
+
+        with m.Switch(self.lookup_tag):
+            for i in range(self.entries):
+                with m.Case(i):
+                    m.d.comb += [self.line.eq(lines[i]), self.stale.eq(stale[i])]
+
+        for i in range(self.entries):
+            taken = self.alloc & (self.tag == i)
+            returned = self.lookup & (self.lookup_tag == i)
+            with m.If(taken):
+                m.d.sync += [busy[i].eq(1), stale[i].eq(0), lines[i].eq(self.alloc_line)]
+            with m.Elif(returned):
+                m.d.sync += [busy[i].eq(0), stale[i].eq(0)]
+            with m.Elif(self.abort):
+                m.d.sync += stale[i].eq(busy[i])
+        return m

@@ -1,0 +1,83 @@
+"""The TOut buffers (paper, sections 5.2 and 6.1, item 4) and the completions on the TEPL response port.
+
+Buffer i belongs to loader i: the loader keeps its request until the completion went out, so its
+buffer is always free when its next tile arrives and the pipeline is never held up here. A tile
+is delivered only once all of it is in the buffer, as 16 beats of one 64-byte row each; a failed
+request completes with one error beat instead. Completions go out in request order (``head_*``).
+"""
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from deca.golden.format import TILE_BYTES, TILE_ELEMS, TILE_ROWS
+
+from .layouts import LINE_BYTES, ErrorReason, out_layout, tepl_response_layout
+
+BUFFERS = 2
+
+
+class TOut(wiring.Component):
+    def __init__(self, W, id_bits):
+        self.W = W
+        super().__init__({
+            "chunks": In(stream.Signature(out_layout(W))),
+            "target": In(range(BUFFERS)),  # buffer of the tile the chunks belong to
+            "full": Out(BUFFERS),
+            "head_valid": In(1),
+            "head_buffer": In(range(BUFFERS)),
+            "head_id": In(id_bits),
+            "head_failed": In(1),
+            "head_reason": In(ErrorReason),
+            "done": Out(1),  # the head completion's last beat goes out this cycle
+            "resp": Out(stream.Signature(tepl_response_layout(id_bits))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        chunk_bits = 16 * self.W
+        row_bits = max(8 * LINE_BYTES, chunk_bits)  # a memory row holds a tile row or a chunk
+        rows = TILE_BYTES * 8 // row_bits
+        m.submodules.mem = mem = memory.Memory(shape=row_bits, depth=BUFFERS * rows, init=[])
+
+        # Write: chunk c of the tile, W elements, at bit 16W * c of the buffer.
+        chunk = Signal(range(TILE_ELEMS // self.W))
+        per_row = row_bits // chunk_bits
+        wp = mem.write_port(granularity=chunk_bits) if per_row > 1 else mem.write_port()
+        c = self.chunks.payload
+        fire = self.chunks.valid & self.chunks.ready
+        m.d.comb += [
+            self.chunks.ready.eq(1),
+            wp.addr.eq(self.target * rows + chunk // per_row),
+            wp.data.eq(c.data.as_value().replicate(per_row)),
+            wp.en.eq(Mux(fire, Const(1, per_row) << (chunk % per_row), 0) if per_row > 1 else fire),
+        ]
+        full = Signal(BUFFERS)
+        delivered = Signal(BUFFERS)
+        with m.If(fire):
+            m.d.sync += chunk.eq(Mux(c.last, 0, chunk + 1))
+        m.d.sync += full.eq((full | Mux(fire & c.last, Const(1, BUFFERS) << self.target, 0)) & ~delivered)
+        m.d.comb += self.full.eq(full)
+
+        # Read: tile row r of the head's buffer.
+        row = Signal(range(TILE_ROWS))
+        rp = mem.read_port(domain="comb")
+        rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
+        m.d.comb += rp.addr.eq(self.head_buffer * rows + row // rows_per)
+        row_data = rp.data.word_select(row % rows_per, 8 * LINE_BYTES) if rows_per > 1 else rp.data
+        r = self.resp.payload
+        failed = self.head_failed
+        m.d.comb += [
+            self.resp.valid.eq(self.head_valid & (failed | full.bit_select(self.head_buffer, 1))),
+            r.data.eq(Mux(failed, 0, row_data)),
+            r.id.eq(self.head_id),
+            r.row.eq(Mux(failed, 0, row)),
+            r.last.eq(failed | (row == TILE_ROWS - 1)),
+            r.error.eq(failed),
+            r.reason.eq(Mux(failed, self.head_reason, ErrorReason.NONE)),
+            self.done.eq(self.resp.valid & self.resp.ready & r.last),
+            delivered.eq(Mux(self.done & ~failed, Const(1, BUFFERS) << self.head_buffer, 0)),
+        ]
+        with m.If(self.resp.valid & self.resp.ready):
+            m.d.sync += row.eq(Mux(r.last, 0, row + 1))
+        return m
