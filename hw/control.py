@@ -6,7 +6,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import ConfigSignature, ErrorReason
-from .registers import ADDR_BITS, COUNTERS, DATA_BITS, registers
+from .registers import ADDR_BITS, COUNTERS, DATA_BITS
 
 
 class RegisterBusSignature(wiring.Signature):
@@ -25,8 +25,8 @@ COUNTER_INDEX = {name: i for i, (name, _) in enumerate(COUNTERS)}
 
 
 class Control(wiring.Component):
-    def __init__(self, params):
-        self.regs = registers(**params)
+    def __init__(self, regs):
+        self.regs = regs
         super().__init__({
             "bus": In(RegisterBusSignature()),
             "cfg": Out(ConfigSignature()),

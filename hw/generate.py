@@ -1,4 +1,5 @@
-"""Verilog generation: one file per design, named after its top module, plus a port table."""
+"""Verilog generation: one file per design, named after its top module, plus a port table and, for
+the PE, its register map."""
 
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from amaranth.lib import data, enum, wiring
 
 from .datapath import Datapath
 from .pe import PE
+from .registers import register_table
 
 #: What ``deca generate`` can build: the complete PE (the default) or its vector path alone.
 DESIGNS = {"pe": PE, "datapath": Datapath}
@@ -42,15 +44,19 @@ def port_table(component, top):
     return "\n".join(lines) + "\n"
 
 
-def generate(W, L, out_dir, design="pe"):
-    """Write ``<top>.v`` and ``<top>.ports.md`` into ``out_dir``; return the Verilog path."""
+def generate(W, L, out_dir, design="pe", **params):
+    """Write ``<top>.v`` and ``<top>.ports.md`` (and for the PE ``<top>.registers.md``) into
+    ``out_dir``; return the Verilog path. ``params`` go to the design (the PE's tags, sqq_bytes,
+    addr_bits, id_bits)."""
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")
-    component = DESIGNS[design](W, L)
+    component = DESIGNS[design](W, L, **params)
     top = top_name(design, W, L)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{top}.v"
     path.write_text(verilog.convert(component, name=top, emit_src=False))
     (out_dir / f"{top}.ports.md").write_text(port_table(component, top))
+    if isinstance(component, PE):
+        (out_dir / f"{top}.registers.md").write_text(f"# Registers of {top}\n\n" + register_table(component.registers))
     return path

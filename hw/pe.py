@@ -24,6 +24,7 @@ from .loader import Loader, LoaderState, framed
 from .params import ParameterError, check_params
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
+from .registers import registers
 from .tout import BUFFERS, TOut
 
 LOADERS = BUFFERS  # each loader owns a TOut buffer
@@ -77,6 +78,8 @@ class PE(wiring.Component):
         self.W, self.L = W, L
         self.tags, self.sqq_bytes, self.addr_bits, self.id_bits = tags, sqq_bytes, addr_bits, id_bits
         self.tag_bits = 1 + (tags - 1).bit_length()
+        self.registers = registers(W=W, L=L, tag_bits=self.tag_bits - 1, sqq_log2=sqq_bytes.bit_length() - 1,
+                                   id_bits=id_bits)
         super().__init__({
             "tepl_req": In(stream.Signature(tepl_request_layout(addr_bits, id_bits))).array(LOADERS),
             "tepl_resp": Out(stream.Signature(tepl_response_layout(id_bits))),
@@ -90,8 +93,7 @@ class PE(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, L, squash = self.W, self.L, self.squash
-        m.submodules.regs = regs = Control(dict(W=W, L=L, tag_bits=self.tag_bits - 1,
-                                                sqq_log2=self.sqq_bytes.bit_length() - 1, id_bits=self.id_bits))
+        m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
         cfg = regs.cfg
 

@@ -39,3 +39,20 @@ def pytest_runtest_makereport(item, call):
     # Name the seed on failure so one failing test can be re-run alone.
     if call.when == "call" and call.excinfo is not None and "seed" in item.fixturenames:
         item.add_report_section("call", "seed", f"base seed {item.config.deca_seed} (re-run with --seed {item.config.deca_seed})")
+
+
+@pytest.fixture(scope="session")
+def generated(tmp_path_factory):
+    """``generated(W, L, design="pe")``: the Verilog path, generated once per session (it takes
+    seconds to tens of seconds per design)."""
+    from deca.hw.generate import generate
+
+    out = tmp_path_factory.mktemp("verilog")
+    cache = {}
+
+    def get(W, L, design="pe"):
+        if (W, L, design) not in cache:
+            cache[W, L, design] = generate(W, L, out, design=design)
+        return cache[W, L, design]
+
+    return get

@@ -5,33 +5,12 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from deca.golden import SCHEMES, compress
 from deca.hw.datapath import PIPELINE_FILL, Datapath
 from deca.hw.params import ParameterError
 from deca.sim.datapath_bench import TileJob, configure, run_datapath
+from deca.sim.workloads import workloads
 
 DESIGNS = [(8, 4), (16, 4), (32, 8), (64, 64)]
-DENSITIES = [1, 0.5, 0.3, 0.2, 0.1, 0.05, 0]
-#: Codebook sizes that give the code widths no built-in scheme uses (Q = 3, 5, 6, 7) and Q = 8
-#: with a partly used LUT.
-CODEBOOK_SIZES = [5, 20, 50, 100, 200]
-
-
-def workloads(rng):
-    """(label, CompressedMatrix) for every scheme, codebook width and density; 4 tiles each."""
-    kinds = [(name, None) for name in SCHEMES if name != "codebook"]
-    # Multiples of 1/64 below 2 in magnitude are exact and distinct in BF16.
-    kinds += [("codebook", rng.choice(np.arange(-128, 128), n, replace=False) / 64) for n in CODEBOOK_SIZES]
-    out = []
-    for name, codebook in kinds:
-        # Nearly dense BF16 runs the unpacker at its full rate, across short last beats of tiles.
-        for density in DENSITIES + ([0.97] if name == "bf16" else []):
-            # Heavy-tailed weights with a few columns far larger than the rest exercise the scale range.
-            w = rng.standard_t(3, size=(32, 64)).astype(np.float32) * np.exp(rng.normal(0, 2, size=64)).astype(np.float32)
-            cm = compress(w, name, density=density, codebook=codebook)
-            label = f"{name}{'' if codebook is None else len(codebook)}@{density}"
-            out.append((label, cm))
-    return out
 
 
 def simulate(W, L, cases, **kwargs):

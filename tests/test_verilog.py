@@ -2,47 +2,75 @@
 Icarus and Verilator, and keeps the documented port names."""
 
 import re
+from pathlib import Path
 
 import pytest
 
 from deca.cli import main
-from deca.hw.generate import generate, top_name
+from deca.hw.generate import top_name
 from deca.toolchain import LINT_WAIVERS, ToolError, icarus_compile, verilator_compile, verilator_lint
 
 DESIGNS = [(8, 4), (32, 8), (64, 64)]
 
 
-@pytest.fixture(scope="module")
-def verilog(tmp_path_factory):
-    out = tmp_path_factory.mktemp("verilog")
-    return {(W, L): generate(W, L, out) for W, L in DESIGNS}
-
-
 @pytest.mark.parametrize("W,L", DESIGNS, ids=[f"W{W}L{L}" for W, L in DESIGNS])
-def test_lint_and_compile(W, L, verilog, tmp_path):
-    path = verilog[W, L]
-    top = top_name("datapath", W, L)
+def test_pe_lints_and_compiles(W, L, generated, tmp_path):
+    path = generated(W, L)
+    top = top_name("pe", W, L)
     assert path.stem == top
     verilator_lint(path, top)
     icarus_compile(path, top, tmp_path / "icarus.vvp")
-    # Full C++ build for the smallest design; Verilation (Verilator's own compile) for the others.
-    verilator_compile(path, top, tmp_path / "obj", build=(W, L) == (8, 4))
     assert (tmp_path / "icarus.vvp").stat().st_size > 0
-    assert (tmp_path / "obj" / f"V{top}.h").is_file()
 
 
-def test_ports_are_stable_and_documented(verilog):
-    path = verilog[32, 8]
-    header = re.search(r"module deca_datapath_w32_l8\((.*?)\);", path.read_text(), re.S).group(1)
-    names = {p.strip() for p in header.split(",")}
-    expected = {"clk", "rst", "cfg__q", "cfg__sparse", "cfg__scale_format", "cfg__scale_group", "cfg__lut_we",
-                "cfg__lut_addr", "cfg__lut_data"}
-    expected |= {f"{s}__{m}" for s in ("tiles", "values", "scales", "out") for m in ("payload", "valid", "ready")}
+def test_datapath_alone_lints_and_builds(generated, tmp_path):
+    path = generated(8, 4, "datapath")
+    top = top_name("datapath", 8, 4)
+    verilator_lint(path, top)
+    verilator_compile(path, top, tmp_path / "obj", build=True)
+    assert (tmp_path / "obj" / f"V{top}__ALL.a").is_file()
+
+
+def header_ports(path, top):
+    header = re.search(rf"module {top}\((.*?)\);", path.read_text(), re.S).group(1)
+    return {p.strip() for p in header.split(",")}
+
+
+def stream_ports(name):
+    return {f"{name}__{m}" for m in ("payload", "valid", "ready")}
+
+
+def test_pe_ports_are_stable_and_documented(generated):
+    path = generated(32, 8)
+    expected = {"clk", "rst", "squash", "cfg__addr", "cfg__wdata", "cfg__we", "cfg__rdata"}
+    for name in ("tepl_req__0", "tepl_req__1", "tepl_resp", "mem_req", "mem_resp", "pf_req"):
+        expected |= stream_ports(name)
+    names = header_ports(path, "deca_pe_w32_l8")
     assert names == expected
+    groups = {n.split("_")[0] for n in names - {"clk", "rst", "squash"}}
+    assert groups == {"tepl", "mem", "pf", "cfg"}
     table = path.with_suffix(".ports.md").read_text()
     assert {row.split("|")[1].strip() for row in table.splitlines()[4:]} == expected
-    assert "| values__payload | input | 519 | data [511:0], nbytes [518:512] |" in table
-    assert "| out__payload | output | 513 | data [511:0], last [512:512] |" in table
+    # 48-bit addresses, 16-bit lengths, 8-bit ids; 1 + log2(32) tag bits.
+    assert ("| tepl_req__0__payload | input | 200 | val_addr [47:0], val_len [63:48], mask_addr [111:64], "
+            "mask_len [127:112], scale_addr [175:128], scale_len [191:176], id [199:192] |") in table
+    assert "| mem_req__payload | output | 54 | addr [47:0], tag [53:48] |" in table
+    assert ("| tepl_resp__payload | output | 530 | data [511:0], id [519:512], row [523:520], last [524:524], "
+            "error [525:525], reason [529:526] |") in table
+
+
+def test_register_map_is_generated_from_the_code(generated):
+    from deca.hw.registers import register_table, registers
+
+    path = generated(32, 8)
+    text = path.with_suffix(".registers.md").read_text()
+    assert register_table(registers(W=32, L=8, tag_bits=5, sqq_log2=11, id_bits=8)) in text
+    for name in ("CONFIG", "PREFETCH", "LUT_INDEX", "LUT_DATA", "ERROR", "BUSY_CYCLES", "LINES_PREFETCHED"):
+        assert f"| {name} |" in text
+    # The README shows the same table, for the default design.
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert register_table(registers(W=32, L=8, tag_bits=5, sqq_log2=11, id_bits=8)) in readme, \
+        "README's register map is out of date: paste build/deca_pe_w32_l8.registers.md (deca generate)"
 
 
 def test_lint_reports_problems_beyond_the_waivers(tmp_path):
@@ -64,8 +92,8 @@ def test_icarus_reports_syntax_errors(tmp_path):
 def test_generate_command(tmp_path, capsys):
     assert main(["generate", "--W", "8", "--L", "2", "-o", str(tmp_path), "--check"]) == 0
     out = capsys.readouterr().out
-    assert "deca_datapath_w8_l2.v" in out and "lint-only -Wall: clean" in out
-    assert (tmp_path / "deca_datapath_w8_l2.v").is_file()
+    assert "deca_pe_w8_l2.v" in out and "deca_pe_w8_l2.registers.md" in out and "lint-only -Wall: clean" in out
+    assert (tmp_path / "deca_pe_w8_l2.v").is_file()
 
 
 @pytest.mark.parametrize("args,message", [
