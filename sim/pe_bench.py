@@ -13,10 +13,11 @@ import numpy as np
 
 from deca.golden import compress
 from deca.golden.format import TILE_ELEMS
+from deca.hw.layouts import ErrorReason
 from deca.hw.registers import field_of
 from deca.sim.harness import (
     DEFAULT_BASE, OUTPUTS, CoreModel, Harness, MemoryModel, PePorts, Scoreboard, bubble_cycles, clear_counters,
-    configure, idle_cycles, malformed_requests, read_counters, read_reg, tile_batch,
+    config_word, configure, idle_cycles, malformed_requests, read_counters, read_reg, tile_batch, write_reg,
 )
 from deca.sim.workloads import workloads
 
@@ -55,10 +56,13 @@ class Bench:
         align = self.p["aligns"][index % len(self.p["aligns"])]
         return tile_batch(cm, f"{label} (align {align})", DEFAULT_BASE + int(self.rng.integers(4096)), align)
 
-    async def run(self, batch, squash=None):
-        """Configure for ``batch``, run it with cleared counters, check the counters; returns the Harness."""
+    async def run(self, batch, squash=None, q=None):
+        """Configure for ``batch`` (``q`` overrides CONFIG.Q), run it with cleared counters, check the
+        counters; returns the Harness."""
         p = self.p
         await configure(self.bus, batch.config, p["prefetch_degree"])
+        if q is not None:
+            await write_reg(self.bus, "CONFIG", config_word(batch.config) & ~0x1F | q)
         await clear_counters(self.bus)
         core = CoreModel(batch.requests, self.rng, id_bits=p["id_bits"], **p["core"], **(squash or {}))
         memory = MemoryModel(batch.image, batch.base, self.rng, **p["memory"])
@@ -133,5 +137,16 @@ async def squash_recovery(bench):
     bench.log("%d requests dropped by squashes in all", dropped)
 
 
+async def bad_config(bench):
+    """A CONFIG.Q the PE cannot run fails every request with CONFIG, without a hang; a good Q works again."""
+    cm = compress(bench.rng.normal(size=(32, 64)), "int4", density=0.5)
+    batch = bench.batch(cm, "int4@0.5", 0)
+    for q in (0, 9, 15, 31):
+        failing = [replace(r, expected=ErrorReason.CONFIG, label=f"{r.label} with CONFIG.Q = {q}") for r in batch.requests]
+        await bench.run(replace(batch, label=f"CONFIG.Q = {q}", requests=failing), q=q)
+    await bench.run(batch)
+
+
 #: The regression's procedures by name, each ``async (bench)``.
-PROCEDURES = {f.__name__: f for f in (reset_state, workloads_bit_exact, malformed_metadata, squash_recovery)}
+PROCEDURES = {f.__name__: f for f in (reset_state, workloads_bit_exact, malformed_metadata, bad_config,
+                                      squash_recovery)}

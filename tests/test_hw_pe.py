@@ -17,6 +17,7 @@ CASES = [
     ("workloads_bit_exact", 8, 4, ALL),
     ("workloads_bit_exact", 32, 8, FEW),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4", "ternary"]}),
+    ("bad_config", 8, 4, {}),
     ("squash_recovery", 8, 4, FEW),
     ("squash_recovery", 32, 8, FEW),
 ]

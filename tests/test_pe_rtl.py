@@ -50,7 +50,7 @@ def test_icarus_workloads(request, seed):
                          ids=["verilator-W8L4", "verilator-W64L64", "icarus-W8L4"])
 def test_malformed_metadata(request, sim, W, L, seed):
     schemes = ["nvfp4", "bf16", "ternary"] if sim == "verilator" else ["nvfp4"]
-    run_pe(request, sim, W, L, seed, "malformed_metadata", malformed_schemes=schemes)
+    run_pe(request, sim, W, L, seed, ["malformed_metadata", "bad_config"], malformed_schemes=schemes)
 
 
 @pytest.mark.parametrize("sim,W,L", [("verilator", 8, 4), ("verilator", 32, 8), ("icarus", 8, 4)],
