@@ -7,9 +7,11 @@ div 64. A value stream's delta is the previous tile's length, so in sparse mode 
 compressed sizes as they go.
 
 Per stream it keeps the highest line it has prefetched or the loaders have demanded, and only ever
-prefetches above it: no line is prefetched twice or after being demanded for that stream. A
-non-positive or huge delta (> ``MAX_DELTA``: not a streaming pattern) stops that stream's
-prefetching until the next request. Its state survives a squash: the predictions stay valid.
+prefetches above it: no line is prefetched twice or after being demanded for that stream, while
+the stream moves forward. A non-positive or huge delta (> ``MAX_DELTA``: not a streaming pattern)
+stops that stream's prefetching until the next request; a negative one (a new pass over the
+weights, or another matrix) also restarts the highest line from the current tile. The state
+survives a squash: the predictions stay valid.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
@@ -64,7 +66,8 @@ class Prefetcher(wiring.Component):
             streaming = seen & (delta > 0) & (delta <= MAX_DELTA) & (self.degree != 0)
             with m.If(self.observe & (length != 0)):
                 m.d.sync += [last.eq(addr), seen.eq(1)]
-                with m.If(end > now):
+                # Going backwards starts a new pass (or another matrix): its lines may be fetched again.
+                with m.If((end > now) | seen & (delta < 0)):
                     m.d.sync += top.eq(end)
                 m.d.sync += target.eq(Mux(streaming & ~(ahead >> self.addr_bits).any(), ahead >> 6, 0))
             pending.append(target > top)

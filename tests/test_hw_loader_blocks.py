@@ -130,7 +130,7 @@ def reference_prefetches(requests, degree):
             end = (addr + length - 1) // 64
             delta = addr - last[s] if s in last else 0
             last[s] = addr
-            top[s] = max(top.get(s, 0), end)
+            top[s] = end if delta < 0 else max(top.get(s, 0), end)
             if degree and 0 < delta <= MAX_DELTA:
                 target = (addr + degree * delta + length - 1) // 64
                 out[s] += list(range(top[s] + 1, target + 1))
@@ -143,7 +143,7 @@ def test_prefetcher_follows_deltas_without_repeats(degree, rng):
     dut = Prefetcher(48, 8)
     layout = tepl_request_layout(48, 8)
     # Values of varying length back to back, masks every 64 bytes, scale blocks shared by pairs of
-    # tiles (delta 0) and then a jump backwards (a new matrix): no prefetch across it.
+    # tiles (delta 0) and then a jump backwards (a new matrix): prefetching restarts from there.
     requests, val = [], 0x10_0005
     for t in range(24):
         n = int(rng.integers(1, 300))
@@ -170,6 +170,7 @@ def test_prefetcher_follows_deltas_without_repeats(degree, rng):
     simulate(dut, bench)
     want = reference_prefetches(requests, degree)
     assert sorted(issued) == sorted(64 * line for lines in want.values() for line in lines)
+    # No line twice (the region after the backward jump does not overlap the one before).
     assert len(set(issued)) == len(issued)
     assert all(a % 64 == 0 for a in issued)
     if degree:
