@@ -1,0 +1,128 @@
+"""``deca synth``: synthesize one design or sweep W x L, with area, depth, FPGA and throughput per area."""
+
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from deca.cli import UsageError, number_list
+from deca.hw.params import W_CHOICES, check_params
+from deca.sim import paper
+from deca.sim.model_cli import L_GRID
+from deca.toolchain import ToolError
+
+from .blocks import PAPER_POINT
+from .dse import MEASURED_CSV, area_dse, load_measured
+from .flow import DEFAULT_WORK_DIR, default_design, synthesize
+from .report import (format_result, format_sweep, plot_breakdown, plot_heatmaps, plot_throughput_per_area, write_csv,
+                     write_json)
+
+DEFAULT_OUT = Path("out/synth")
+
+
+def add_synth_parser(sub):
+    s = sub.add_parser("synth", help="Yosys area/depth estimate per block, optional ECP5 place and route, W x L sweep")
+    s.add_argument("--W", type=number_list(int), help=f"elements per vOp (default {paper.DSE_BEST[0]}; "
+                                                      f"with --sweep {','.join(map(str, W_CHOICES))})")
+    s.add_argument("--L", type=number_list(int), help=f"big LUTs (default {paper.DSE_BEST[1]}; with --sweep "
+                                                      f"{','.join(map(str, L_GRID))}, L > W skipped)")
+    s.add_argument("--design", help="generator design (default: the complete PE 'pe' when the generator has it, "
+                                    "else 'datapath')")
+    s.add_argument("--sweep", action="store_true", help="synthesize every (W, L) and write CSV, JSON and plots")
+    s.add_argument("--jobs", type=int, default=1, help="designs synthesized in parallel in a sweep (default 1)")
+    s.add_argument("--fpga", action="store_true", help="also place and route on an ECP5 with nextpnr (slow)")
+    s.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    s.add_argument("--cache", type=Path, help="result cache folder (default OUT/cache)")
+    s.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR,
+                   help=f"Verilog, Yosys scripts and logs (default {DEFAULT_WORK_DIR})")
+    s.add_argument("--measured", type=Path, metavar="DIR",
+                   help=f"a 'deca sweep' folder; its {MEASURED_CSV} (columns W, L, tflops) adds measured throughput")
+    s.add_argument("--platform", default="spr-hbm",
+                   help="platform preset of the Roof-Surface prediction (default spr-hbm)")
+    s.add_argument("--n", type=int, default=16, help="batch size N of the prediction (default 16)")
+    s.set_defaults(func=cmd_synth)
+
+
+def _point(W, L, design, work_dir, fpga, cache):
+    """One sweep point in a worker process: (result, wall seconds including a cache lookup)."""
+    start = time.monotonic()
+    return synthesize(W, L, design, work_dir, fpga, cache), time.monotonic() - start
+
+
+def _grid(Ws, Ls):
+    points = []
+    for W in Ws:
+        for L in Ls:
+            if L > W:
+                print(f"skipping W={W}, L={L}: more LUTs than elements per vOp")
+                continue
+            check_params(W, L)
+            points.append((W, L))
+    if not points:
+        raise UsageError("no (W, L) with L <= W to synthesize")
+    return points
+
+
+def _sweep(args, design, cache):
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    points = _grid(args.W or W_CHOICES, args.L or L_GRID)
+    print(f"synthesizing {len(points)} {design} designs, {args.jobs} at a time"
+          + (", with FPGA place and route" if args.fpga else ""))
+    results, failed = [], []
+    # spawn: workers start clean instead of forking a process that may hold threads.
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_point, W, L, design, args.work_dir, args.fpga, cache): (W, L) for W, L in points}
+        for future in as_completed(futures):
+            W, L = futures[future]
+            try:
+                result, seconds = future.result()
+            except ToolError as e:
+                failed.append((W, L))
+                print(f"  W={W} L={L}: FAILED: {e}")
+                continue
+            results.append(result)
+            print(f"  W={W} L={L}: {result.total.transistors:,} transistors, depth {result.total.depth} "
+                  f"({seconds:.0f} s)")
+    results.sort(key=lambda r: (r.W, r.L))
+    return results, failed
+
+
+def cmd_synth(args):
+    design = args.design or default_design()
+    cache = args.cache or args.out / "cache"
+    if not args.sweep:
+        Ws, Ls = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]]
+        if len(Ws) != 1 or len(Ls) != 1:
+            raise UsageError("give one --W and one --L, or --sweep for several")
+        check_params(Ws[0], Ls[0])
+        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache)
+        print(format_result(result))
+        return 0
+
+    results, failed = _sweep(args, design, cache)
+    if not results:
+        raise ToolError(f"every design failed to synthesize; see the logs under {args.work_dir}")
+    measured = None
+    if args.measured is not None:
+        measured = load_measured(args.measured)
+        source = args.measured / MEASURED_CSV
+        print(f"measured throughput: {len(measured)} designs from {source}" if measured is not None
+              else f"measured throughput: absent ({source} does not exist); prediction only")
+    dse = area_dse(results, args.platform, args.n, measured=measured)
+    print(format_sweep(results, dse))
+    args.out.mkdir(parents=True, exist_ok=True)
+    written = [write_csv(results, dse, args.out / "synth.csv"), write_json(results, dse, args.out / "synth.json"),
+               plot_heatmaps(results, args.out / "area_depth.png"),
+               plot_throughput_per_area(dse, args.out / "throughput_per_area.png")]
+    paper_point = next((r for r in results if (r.W, r.L) == PAPER_POINT), None)
+    if paper_point:
+        print("\n" + format_result(paper_point))
+        written.append(plot_breakdown(paper_point, args.out / "breakdown.png"))
+    else:
+        print(f"no breakdown plot: the paper's split is for W={PAPER_POINT[0]}, L={PAPER_POINT[1]}, not in this sweep")
+    print("wrote " + ", ".join(map(str, written)))
+    if failed:
+        raise ToolError(f"{len(failed)} designs failed to synthesize: "
+                        + ", ".join(f"W={W} L={L}" for W, L in failed))
+    return 0

@@ -1,0 +1,65 @@
+"""Throughput per area: the Roof-Surface exploration of ``deca.sim.dse`` with the synthesized
+transistor counts as its hardware cost, and measured throughput from a ``deca sweep`` folder."""
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from deca.sim.dse import best_value, choose, explore
+from deca.sim.kernels import TABLE2_KERNELS, parse_kernels
+from deca.sim.platform import get_platform
+
+#: What a ``deca sweep`` folder holds: one row per design with columns W, L and tflops.
+MEASURED_CSV = "sweep.csv"
+
+
+@dataclass
+class AreaDse:
+    """Roof-Surface predictions on the synthesized designs, costed in transistors."""
+
+    points: list          # deca.sim.dse.DesignPoint, cost = transistors
+    chosen: object        # the Roof-Surface's own pick (deca.sim.dse.choose), None if none qualifies
+    best: object          # highest predicted geomean TFLOPS per transistor
+    measured: dict        # (W, L) -> measured TFLOPS, empty without a deca sweep folder
+    platform: str
+    n: int
+
+    def rows(self):
+        rows = []
+        for p in self.points:
+            tflops, measured = p.geomean_flops / 1e12, self.measured.get((p.W, p.L))
+            rows.append({"W": p.W, "L": p.L, "transistors": p.cost, "tflops": tflops,
+                         "tflops_per_mtr": tflops / p.cost * 1e6, "vec_bound": len(p.vec_bound),
+                         "measured_tflops": measured,
+                         "measured_per_mtr": None if measured is None else measured / p.cost * 1e6})
+        return rows
+
+    @property
+    def best_measured(self):
+        """(W, L) with the highest measured TFLOPS per transistor, None without measurements."""
+        rows = [r for r in self.rows() if r["measured_per_mtr"] is not None]
+        best = max(rows, key=lambda r: r["measured_per_mtr"], default=None)
+        return None if best is None else (best["W"], best["L"])
+
+
+def area_dse(results, platform="spr-hbm", n=16, kernels=TABLE2_KERNELS, measured=None):
+    """Explore the designs of ``results`` (SynthResults with W and L) on the paper's Table 2 kernels."""
+    cost = {(r.W, r.L): r.total.transistors for r in results}
+    points = explore(get_platform(platform), parse_kernels(",".join(kernels)), sorted(cost), n, cost=cost)
+    return AreaDse(points, choose(points), best_value(points), measured or {}, platform, n)
+
+
+def load_measured(folder):
+    """{(W, L): TFLOPS} from ``folder/sweep.csv``, or None when the folder has none."""
+    path = Path(folder) / MEASURED_CSV
+    if not path.is_file():
+        return None
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = {"W", "L", "tflops"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: needs the columns W, L and tflops; missing {', '.join(sorted(missing))}")
+        try:
+            return {(int(row["W"]), int(row["L"])): float(row["tflops"]) for row in reader}
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None

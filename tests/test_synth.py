@@ -1,0 +1,281 @@
+"""The synthesis flow (deca.synth): Yosys area, flip-flops, memory bits and logic depth per block,
+the cache, error reporting, the CLI, the reports, and (slow) sweeps and ECP5 place and route.
+
+Expected values are independent of the flow: static CMOS transistor counts per gate, the paper's
+LUT array size (L big LUTs of 256 BF16 entries), monotonic growth, and the paper's block names.
+"""
+
+import argparse
+import csv
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from deca.golden.format import LUT_ENTRIES  # noqa: E402
+from deca.hw import generate as hw_generate  # noqa: E402
+from deca.hw.generate import generate, top_name  # noqa: E402
+from deca.hw.params import ParameterError  # noqa: E402
+from deca.synth import flow  # noqa: E402
+from deca.synth.blocks import block_of  # noqa: E402
+from deca.synth.cli import add_synth_parser  # noqa: E402
+from deca.synth.dse import area_dse  # noqa: E402
+from deca.synth.report import format_result, paper_split, plot_breakdown  # noqa: E402
+from deca.toolchain import ToolError  # noqa: E402
+
+DESIGN = "datapath"
+#: Transistors of static CMOS gates: 2-input NAND and NOR 4, inverter 2, a D flip-flop 16 (two
+#: latches of two transmission gates and two inverters each).
+CMOS_TRANSISTORS = {"$_NAND_": 4, "$_NOR_": 4, "$_NOT_": 2, "$_DFF_P_": 16}
+BF16_BITS = 16
+#: The blocks the datapath has; the PE adds loaders and queues and TOut.
+DATAPATH_BLOCKS = ("LUT array", "popcount/prefix sum", "crossbar expander", "scaler")
+#: Beside (8, 4): a cheap monotonicity check, one step down in L and one step up in W.
+CHEAP = ((8, 2), (16, 4))
+
+
+@pytest.fixture(scope="module")
+def synth_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("synth")
+
+
+@pytest.fixture(scope="module")
+def results(synth_dir):
+    """(8, 4) through synthesize() with a cache; (8, 2) and (16, 4) through synthesize_file() in
+    parallel with it (Yosys runs as a subprocess, so threads are enough)."""
+    paths = {wl: generate(*wl, synth_dir / "verilog", design=DESIGN) for wl in CHEAP}
+    with ThreadPoolExecutor(len(CHEAP)) as pool:
+        futures = {wl: pool.submit(flow.synthesize_file, path, top_name(DESIGN, *wl), synth_dir / f"w{wl[0]}l{wl[1]}",
+                                   design=DESIGN, W=wl[0], L=wl[1])
+                   for wl, path in paths.items()}
+        out = {(8, 4): flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")}
+        out |= {wl: f.result() for wl, f in futures.items()}
+    return out
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="deca")
+    add_synth_parser(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+# The flow on the datapath -------------------------------------------------------------------------
+
+
+def test_whole_design_numbers(results):
+    r = results[8, 4]
+    assert r.top == "deca_datapath_w8_l4" and (r.W, r.L, r.design) == (8, 4, DESIGN)
+    assert r.total.transistors > 0 and r.total.flip_flops > 0 and r.total.depth > 0
+    # Mapped to CMOS gates and plain flip-flops only, priced as static CMOS.
+    assert set(r.total.cells) <= set(CMOS_TRANSISTORS)
+    assert r.total.transistors == sum(CMOS_TRANSISTORS[t] * n for t, n in r.total.cells.items())
+    assert r.total.flip_flops == r.total.cells["$_DFF_P_"]
+    # Memory bits are counted before memories become flip-flops: the LUT array's L big LUTs of
+    # 256 BF16 entries.
+    assert r.total.memory_bits == 4 * LUT_ENTRIES * BF16_BITS
+
+
+def test_blocks_partition_the_design(results):
+    """The blocks cover the flattened netlist exactly (tolerance: none), each block's depth is at
+    most the whole design's, and the LUT array holds all the memory."""
+    r = results[8, 4]
+    for name in DATAPATH_BLOCKS:
+        assert r.blocks[name].transistors > 0 and r.blocks[name].num_cells > 0 and r.blocks[name].depth > 0, name
+    assert sum(b.transistors for b in r.blocks.values()) == r.total.transistors
+    assert sum(b.num_cells for b in r.blocks.values()) == r.total.num_cells
+    assert sum(b.flip_flops for b in r.blocks.values()) == r.total.flip_flops
+    assert r.blocks["LUT array"].memory_bits == r.total.memory_bits
+    assert max(b.depth for b in r.blocks.values()) <= r.total.depth
+    assert r.blocks["LUT array"].modules == ["deca_datapath_w8_l4.pipeline.dequant.luts"]
+    assert paper_split(r)["loaders, queues, TOut"] == 0  # the datapath has no loaders
+    assert sum(paper_split(r).values()) == pytest.approx(1)
+
+
+def test_area_grows_with_L_and_W(results):
+    area = {wl: r.total.transistors for wl, r in results.items()}
+    assert area[8, 2] < area[8, 4] < area[16, 4]
+    luts = {wl: r.blocks["LUT array"].transistors for wl, r in results.items()}
+    assert luts[8, 2] < luts[8, 4]
+    assert results[8, 2].total.memory_bits == 2 * LUT_ENTRIES * BF16_BITS
+
+
+def test_result_is_json_serializable(results):
+    r = results[8, 4]
+    back = flow.SynthResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back == r
+
+
+def test_cache_is_hit_without_running_yosys(results, synth_dir, monkeypatch):
+    def no_yosys(*args):
+        raise AssertionError("Yosys ran although the result is cached")
+
+    monkeypatch.setattr(flow, "run_yosys", no_yosys)
+    again = flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")
+    assert again == results[8, 4]
+    # Other Verilog, other key: a changed file is synthesized again.
+    changed = synth_dir / "changed" / "deca_datapath_w8_l4.v"
+    changed.parent.mkdir()
+    original = synth_dir / "work" / "deca_datapath_w8_l4" / "deca_datapath_w8_l4.v"
+    changed.write_text(original.read_text() + "\n// edit\n")
+    with pytest.raises(AssertionError, match="Yosys ran"):
+        flow.synthesize_file(changed, "deca_datapath_w8_l4", changed.parent, cache_dir=synth_dir / "cache")
+
+
+def test_report_text(results):
+    text = format_result(results[8, 4])
+    for needle in ("deca_datapath_w8_l4", "whole design", *DATAPATH_BLOCKS, "section 7.4", "NAND"):
+        assert needle in text
+
+
+# Errors -------------------------------------------------------------------------------------------
+
+
+def test_broken_verilog_names_file_and_yosys_message(tmp_path):
+    bad = tmp_path / "broken.v"
+    bad.write_text("module broken(input a);\n  assign = a;\nendmodule\n")
+    with pytest.raises(ToolError, match=r"(?s)broken\.v.*syntax error"):
+        flow.synthesize_file(bad, "broken", tmp_path / "work")
+
+
+def test_missing_verilog_names_file(tmp_path):
+    with pytest.raises(ToolError, match="missing.v"):
+        flow.synthesize_file(tmp_path / "missing.v", "missing", tmp_path / "work")
+
+
+def test_wrong_top_module(tmp_path):
+    ok = tmp_path / "ok.v"
+    ok.write_text("module ok(input a, output b);\n  assign b = a;\nendmodule\n")
+    with pytest.raises(ToolError, match=r"(?s)ok\.v.*nothere"):
+        flow.synthesize_file(ok, "nothere", tmp_path / "work")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--W", "8", "--L", "16"], "exceeds W = 8"),
+    (["--W", "12", "--L", "4"], "W must be one of"),
+    (["--W", "32", "--L", "3"], "power of two"),
+])
+def test_cli_rejects_impossible_designs(argv, message, tmp_path):
+    args = _parser().parse_args(["synth", *argv, "--out", str(tmp_path)])
+    with pytest.raises(ParameterError, match=message):
+        args.func(args)
+
+
+def test_cli_sweep_with_nothing_valid(tmp_path, capsys):
+    from deca.cli import UsageError
+
+    args = _parser().parse_args(["synth", "--sweep", "--W", "8", "--L", "16,32", "--out", str(tmp_path)])
+    with pytest.raises(UsageError, match="no \\(W, L\\)"):
+        args.func(args)
+    assert "skipping W=8, L=16" in capsys.readouterr().out
+
+
+# The CLI sweep, from the cache --------------------------------------------------------------------
+
+
+def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
+    measured = tmp_path / "measured"
+    measured.mkdir()
+    (measured / "sweep.csv").write_text("W,L,tflops\n8,4,12.5\n")
+    out = tmp_path / "out"
+    args = _parser().parse_args(["synth", "--sweep", "--design", DESIGN, "--W", "8", "--L", "4,16",
+                                 "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache"),
+                                 "--out", str(out), "--measured", str(measured)])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert "skipping W=8, L=16" in text and "Roof-Surface's choice" in text
+    with open(out / "synth.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["W"], row["L"]) == ("8", "4")
+    assert int(row["transistors"]) == results[8, 4].total.transistors
+    assert float(row["measured_tflops"]) == 12.5
+    doc = json.loads((out / "synth.json").read_text())
+    assert doc["dse"]["best_throughput_per_area"] == [8, 4]
+    for png in ("area_depth.png", "throughput_per_area.png"):
+        assert (out / png).read_bytes().startswith(b"\x89PNG")
+    assert not (out / "breakdown.png").exists()  # the paper's split is for (32, 8)
+
+
+def test_cli_measured_folder_absent(results, synth_dir, tmp_path, capsys):
+    args = _parser().parse_args(["synth", "--sweep", "--design", DESIGN, "--W", "8", "--L", "4",
+                                 "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache"),
+                                 "--out", str(tmp_path), "--measured", str(tmp_path / "nothing")])
+    assert args.func(args) == 0
+    assert "absent" in capsys.readouterr().out
+
+
+def test_throughput_per_area_uses_transistors_as_cost(results, tmp_path):
+    dse = area_dse(list(results.values()))
+    assert {(p.W, p.L): p.cost for p in dse.points} == {wl: r.total.transistors for wl, r in results.items()}
+    per_area = {(r["W"], r["L"]): r["tflops_per_mtr"] for r in dse.rows()}
+    assert (dse.best.W, dse.best.L) == max(per_area, key=per_area.get)
+    assert plot_breakdown(results[8, 4], tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
+
+
+# Small pieces ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module,block", [
+    ("top", "other"),
+    ("top.pipeline.dequant.luts", "LUT array"),
+    ("top.pipeline.dequant.unpacker", "other"),
+    ("top.pipeline.dequant", "other"),
+    ("top.window", "popcount/prefix sum"),
+    ("top.loader0.window", "popcount/prefix sum"),
+    ("top.loader1.popcount", "popcount/prefix sum"),
+    ("top.loader1.sqq", "loaders and queues"),
+    ("top.loader0", "loaders and queues"),
+    ("top.prefetcher", "loaders and queues"),
+    ("top.pipeline.expander", "crossbar expander"),
+    ("top.pipeline.scaler.lane3", "scaler"),
+    ("top.tout", "TOut"),
+    ("top.regs", "other"),
+])
+def test_block_table(module, block):
+    assert block_of(module, "top") == block
+
+
+def test_default_design_follows_the_generator(monkeypatch):
+    monkeypatch.setattr(hw_generate, "DESIGNS", {"datapath": object()})
+    assert flow.default_design() == "datapath"
+    monkeypatch.setattr(hw_generate, "DESIGNS", {"pe": object(), "datapath": object()})
+    assert flow.default_design() == "pe"
+
+
+# Slow: bigger designs and place and route --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Synthesize (W, L) on demand, each once per module."""
+    work = tmp_path_factory.mktemp("sweep")
+    done = {}
+
+    def get(W, L):
+        if (W, L) not in done:
+            done[W, L] = flow.synthesize(W, L, DESIGN, work, cache_dir=work / "cache")
+        return done[W, L]
+    return get
+
+
+@pytest.mark.slow
+def test_area_grows_with_L_at_W32(sweep):
+    area = [sweep(32, L).total.transistors for L in (1, 2, 4, 8, 16, 32)]
+    assert area == sorted(area) and len(set(area)) == len(area), area
+
+
+@pytest.mark.slow
+def test_area_grows_with_W_at_L8(sweep):
+    area = [sweep(W, 8).total.transistors for W in (8, 16, 32, 64)]
+    assert area == sorted(area) and len(set(area)) == len(area), area
+
+
+@pytest.mark.slow
+def test_fpga_place_and_route(tmp_path):
+    r = flow.synthesize(8, 4, DESIGN, tmp_path, fpga=True)
+    f = r.fpga
+    assert f.luts > 0 and f.ffs > 0 and f.fmax_mhz > 0
+    assert f.dsp > 0  # the scaler's BF16 multipliers
+    assert f.device == flow.FPGA_DEVICE
