@@ -154,6 +154,12 @@ def tepl_request_layout(addr_bits, id_bits):
     })
 
 
+def stream_fields(request):
+    """{Stream: (address, length)} of a TEPL request (a ``tepl_request_layout`` view)."""
+    return {Stream.MASK: (request.mask_addr, request.mask_len), Stream.SCALE: (request.scale_addr, request.scale_len),
+            Stream.VALUE: (request.val_addr, request.val_len)}
+
+
 def tepl_response_layout(id_bits):
     """One beat of a completion: tile row ``row`` (32 BF16, element c in bits 16c+15..16c), or, with
     ``error``, a single beat without data that carries the reason."""

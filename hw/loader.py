@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import MASK_BYTES, Q_BITS
 
-from .layouts import (LINE_BYTES, ErrorReason, ScaleFormat, ScaleGroup, Stream, scale_beat_layout,
+from .layouts import (LINE_BYTES, ErrorReason, ScaleFormat, ScaleGroup, Stream, scale_beat_layout, stream_fields,
                       tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
 from .prefix_sum import WindowUnit, popcount
 from .queues import LINE_INDEX_BITS, LineQueue
@@ -87,16 +87,14 @@ class Loader(wiring.Component):
         req = self.req.payload
         meta = Signal(tepl_request_layout(self.addr_bits, len(self.id)))
         m.d.comb += self.id.eq(meta.id)
-        streams = {Stream.MASK: (meta.mask_addr, meta.mask_len), Stream.SCALE: (meta.scale_addr, meta.scale_len),
-                   Stream.VALUE: (meta.val_addr, meta.val_len)}
+        streams, req_streams = stream_fields(meta), stream_fields(req)
         scaling = self.scale_format != ScaleFormat.NONE
 
         # Checks of a request against the configuration, in ErrorReason order.
         checks = [
             (ErrorReason.CONFIG, ~Cat(self.q == q for q in Q_BITS).any()),
-            (ErrorReason.ADDR_WRAP, Cat((n != 0) & ((a + n - 1) >> self.addr_bits).any() for a, n in
-                                        ((req.val_addr, req.val_len), (req.mask_addr, req.mask_len),
-                                         (req.scale_addr, req.scale_len))).any()),
+            (ErrorReason.ADDR_WRAP, Cat((n != 0) & ((a + n - 1) >> self.addr_bits).any()
+                                        for a, n in req_streams.values()).any()),
             (ErrorReason.MASK_LEN, req.mask_len != Mux(self.sparse, MASK_BYTES, 0)),
             (ErrorReason.SCALE_LEN, req.scale_len != scale_stream_len(self.scale_format, self.scale_group)),
             (ErrorReason.VALUE_LEN, ~self.sparse & (req.val_len != self.q * LINE_BYTES)),
@@ -119,8 +117,6 @@ class Loader(wiring.Component):
 
         m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant & ~self.abort)
         accept = self.req.valid & self.req.ready
-        req_streams = {Stream.MASK: (req.mask_addr, req.mask_len), Stream.SCALE: (req.scale_addr, req.scale_len),
-                       Stream.VALUE: (req.val_addr, req.val_len)}
         for s, queue in queues.items():
             addr, length = req_streams[s]
             m.d.comb += [queue.start.eq(accept), queue.offset.eq(addr[:6]), queue.length.eq(length)]

@@ -18,7 +18,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import LINE_BYTES, Stream, prefetch_layout, tepl_request_layout
+from .layouts import Stream, prefetch_layout, stream_fields, tepl_request_layout
 
 MAX_DELTA = 1 << 16
 
@@ -37,8 +37,7 @@ class Prefetcher(wiring.Component):
         m = Module()
         line_bits = self.addr_bits - 6
         req = self.request
-        fields = {Stream.MASK: (req.mask_addr, req.mask_len), Stream.SCALE: (req.scale_addr, req.scale_len),
-                  Stream.VALUE: (req.val_addr, req.val_len)}
+        fields = stream_fields(req)
 
         pending, nexts = [], []
         fire = self.pf.valid & self.pf.ready
