@@ -87,7 +87,7 @@ def cmd_decompress(args):
         print(f"wrote {args.output}: {w.shape[0]} x {w.shape[1]} float32 weights")
 
 
-def cmd_run(args):
+def cmd_roundtrip(args):
     from deca.golden.summary import ROUNDTRIP_COLUMNS, format_table, roundtrip
 
     seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**32)
@@ -137,12 +137,15 @@ def build_parser():
     d.add_argument("--raw", action="store_true", help="write the uint16 BF16 patterns the PE emits instead of float32")
     d.set_defaults(func=cmd_decompress)
 
-    r = sub.add_parser("run", help="the main job on built-in defaults: a golden round trip of every scheme")
+    r = sub.add_parser("roundtrip", help="golden round trip of every scheme: compress, memory image, file, decompress")
     r.add_argument("--shape", type=_shape, default=(512, 1024), help="weight matrix M x K (default 512x1024)")
     r.add_argument("--schemes", type=lambda t: t.split(","), default=list(DEFAULT_RUN_SCHEMES))
     r.add_argument("--densities", type=number_list(float), default=list(DEFAULT_RUN_DENSITIES))
     r.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_roundtrip)
+
+    from deca.sim.measure_cli import add_measure_parsers
+    add_measure_parsers(sub)
 
     from deca.sim.model_cli import add_model_parser
     add_model_parser(sub)

@@ -1,11 +1,17 @@
 """Verilog generation: one file per design, named after its top module, plus a port table and, for
 the PE, its register map."""
 
+import hashlib
+import shutil
+import tempfile
+from importlib.metadata import version
 from pathlib import Path
 
 from amaranth.back import verilog
 from amaranth.hdl import Value
 from amaranth.lib import data, enum, wiring
+
+from deca.golden import format as golden_format
 
 from .datapath import Datapath
 from .pe import PE
@@ -59,4 +65,28 @@ def generate(W, L, out_dir, design="pe", **params):
     (out_dir / f"{top}.ports.md").write_text(port_table(component, top))
     if isinstance(component, PE):
         (out_dir / f"{top}.registers.md").write_text(f"# Registers of {top}\n\n" + register_table(component.registers))
+    return path
+
+
+def _sources_digest(design, W, L, params):
+    """Hash of what the Verilog depends on: the generator's and the format's sources, Amaranth, the parameters."""
+    digest = hashlib.sha256(repr((design, W, L, sorted(params.items()), version("amaranth"))).encode())
+    for source in sorted(Path(__file__).parent.glob("*.py")) + [Path(golden_format.__file__)]:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def generate_cached(W, L, cache_dir, design="pe", **params):
+    """``generate`` into ``<cache_dir>/<hash>/``, or the Verilog found there from an earlier call
+    with the same sources and parameters (generating the largest designs takes a minute)."""
+    folder = Path(cache_dir) / _sources_digest(design, W, L, params)
+    path = folder / f"{top_name(design, W, L)}.v"
+    if not path.is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+        generate(W, L, tmp, design=design, **params)
+        try:
+            tmp.rename(folder)  # atomic: a folder that exists is complete
+        except OSError:  # a concurrent call made it first
+            shutil.rmtree(tmp, ignore_errors=True)
     return path

@@ -20,6 +20,7 @@ of the coming edge, updates its models and ticks. The register helpers (``write_
 ``read_regs``...) start and end at the start of a cycle too.
 """
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
@@ -270,14 +271,17 @@ def _garbage(addr):
 
 
 class MemoryModel:
-    """The memory behind mem_req/mem_resp and pf_req, holding one image at ``base``.
+    """The memory behind mem_req/mem_resp and pf_req, holding one image at ``base``: an L2 in front
+    of a memory channel.
 
-    A demand read takes a latency drawn from ``hit_latency`` (inclusive range, in cycles) if its
-    line was prefetched or read before (an L2 hit) and from ``miss_latency`` otherwise. Responses
-    whose latency has passed go out one per cycle, at random among them with ``reorder`` and
-    oldest first without, no faster than ``bytes_per_cycle`` on average (a token bucket; None: a
-    line every cycle). ``req_backpressure`` and ``pf_backpressure``: probability that
-    mem_req.ready or pf_req.ready is low in a cycle.
+    A line not in L2 is fetched over the channel, which starts a line every 64/``bytes_per_cycle``
+    cycles at most, in request order (None: no limit), and delivers it a latency drawn from
+    ``miss_latency`` (inclusive range, in cycles) after it started; the line then stays in L2.
+    Demand misses and prefetches share the channel. A demand read of a line in L2, or on its way
+    there, is answered a latency drawn from ``hit_latency`` after the request, but not before the
+    line arrived. Responses whose time has come go out one per cycle, at random among them with
+    ``reorder`` and oldest first without. ``req_backpressure`` and ``pf_backpressure``: probability
+    that mem_req.ready or pf_req.ready is low in a cycle.
     """
 
     def __init__(self, image, base, rng, *, miss_latency=(30, 80), hit_latency=(4, 12), bytes_per_cycle=None,
@@ -286,18 +290,33 @@ class MemoryModel:
         self.base, self.end = base, base + len(self.image)
         self.rng = rng
         self.miss_latency, self.hit_latency = tuple(miss_latency), tuple(hit_latency)
+        if bytes_per_cycle is not None and not bytes_per_cycle > 0:
+            raise ValueError(f"memory bandwidth must be a positive number of bytes per cycle, got {bytes_per_cycle!r}")
         self.bytes_per_cycle, self.reorder = bytes_per_cycle, reorder
         self.req_backpressure, self.pf_backpressure = req_backpressure, pf_backpressure
-        self.tokens = float(LINE_BYTES)
-        self.hit_lines = set()
+        self.channel_free = 0.0  # when the channel can start its next line
+        self.in_l2 = {}  # line address -> cycle it arrives (arrived) in L2
         self.outstanding = []  # [due cycle, tag, line address], in request order
         self._offered = None
-        self.lines_demanded = self.lines_prefetched = 0
+        self.lines_demanded = self.lines_prefetched = self.lines_fetched = 0
         self.prefetches = []  # prefetched line addresses, in order
 
     @property
     def max_latency(self):
         return max(self.miss_latency[1], self.hit_latency[1])
+
+    def _latency(self, bounds):
+        lo, hi = bounds
+        return lo if lo == hi else int(self.rng.integers(lo, hi + 1))
+
+    def _fetch(self, addr, cycle):
+        """Start bringing the line at ``addr`` into L2 over the channel; returns its arrival cycle."""
+        start = max(float(cycle), self.channel_free)
+        if self.bytes_per_cycle is not None:
+            self.channel_free = start + LINE_BYTES / self.bytes_per_cycle
+        self.lines_fetched += 1
+        arrival = self.in_l2[addr] = math.ceil(start) + self._latency(self.miss_latency)
+        return arrival
 
     def _ready(self, backpressure):
         return not (backpressure and self.rng.random() < backpressure)
@@ -319,15 +338,26 @@ class MemoryModel:
             raise ProtocolError(f"PE read line {addr:#x} outside the image [{self.base:#x}, {self.end:#x})")
         if any(entry[1] == tag for entry in self.outstanding):
             raise ProtocolError(f"PE reused tag {tag} (line {addr:#x}) while a read with that tag is outstanding")
-        lo, hi = self.hit_latency if addr in self.hit_lines else self.miss_latency
-        self.hit_lines.add(addr)
-        self.outstanding.append([cycle + int(self.rng.integers(lo, hi + 1)), tag, addr])
+        if addr in self.in_l2:
+            due = max(self.in_l2[addr], cycle + self._latency(self.hit_latency))
+        else:
+            due = self._fetch(addr, cycle)
+        self.outstanding.append([due, tag, addr])
         self.lines_demanded += 1
 
-    def prefetch(self, addr):
-        """A prefetch of the line at ``addr`` was accepted; the line becomes an L2 hit."""
+    def channel_busy(self, cycles):
+        """Cycles the channel spent fetching lines in the first ``cycles`` cycles (what it still has
+        to fetch after them, e.g. prefetches past the end of a run, does not count)."""
+        if self.bytes_per_cycle is None:
+            raise ValueError("an unlimited channel has no utilization")
+        return self.lines_fetched * LINE_BYTES / self.bytes_per_cycle - max(0.0, self.channel_free - cycles)
+
+    def prefetch(self, addr, cycle):
+        """A prefetch of the line at ``addr`` was accepted in ``cycle``: the line is fetched into L2
+        unless it is there or on its way."""
         self._check_line(addr, "prefetch")
-        self.hit_lines.add(addr)
+        if addr not in self.in_l2:
+            self._fetch(addr, cycle)
         self.prefetches.append(addr)
         self.lines_prefetched += 1
 
@@ -342,11 +372,7 @@ class MemoryModel:
 
     def offer(self, cycle):
         """The response (tag, data) on mem_resp in ``cycle``, or None. Call once per cycle."""
-        if self.bytes_per_cycle is not None:
-            self.tokens = min(self.tokens + self.bytes_per_cycle, max(LINE_BYTES, self.bytes_per_cycle))
         self._offered = None
-        if self.bytes_per_cycle is not None and self.tokens < LINE_BYTES:
-            return None
         if self.reorder:
             due = [entry for entry in self.outstanding if entry[0] <= cycle]
             if due:
@@ -361,8 +387,6 @@ class MemoryModel:
         """The PE took this cycle's offered response."""
         self.outstanding.remove(self._offered)
         self._offered = None
-        if self.bytes_per_cycle is not None:
-            self.tokens -= LINE_BYTES
 
     def summary(self):
         lines = ", ".join(f"tag {tag} line {addr:#x} due {due}" for due, tag, addr in self.outstanding)
@@ -405,6 +429,10 @@ class CoreModel:
     @property
     def done(self):
         return not self.pending and self.ports == [None, None]
+
+    def start_cycle(self, cycle):
+        """Called at the start of every cycle of a run, before the core drives the ports."""
+        self.fill_ports()
 
     def fill_ports(self):
         for port, slot in enumerate(self.ports):
@@ -568,7 +596,7 @@ class Harness:
                 raise Hang(self.summary(f"no handshake for {watchdog} cycles"))
             if cycle == stop:
                 raise Hang(self.summary(f"the run took more than {max_cycles} cycles"))
-            core.fill_ports()
+            core.start_cycle(cycle)
             squash = core.squash_now(cycle, bool(board.inflight))
             for names, slot in zip(TEPL_REQ, core.ports):
                 bus.set(names["valid"], slot is not None)
@@ -617,7 +645,7 @@ class Harness:
                 memory.demand(read["addr"], read["tag"], cycle)
                 handshake = True
             if out["pf_req__valid"] and pf_ready:
-                memory.prefetch(ports.pf_req.unpack(out["pf_req__payload"])["addr"])
+                memory.prefetch(ports.pf_req.unpack(out["pf_req__payload"])["addr"], cycle)
                 handshake = True
             if offer is not None and out["mem_resp__ready"]:
                 memory.take()

@@ -17,3 +17,8 @@ TABLE2_MEM_BOUND = ("BF8", "BF16_50%", "BF16_30%")
 DSE_UNDER, DSE_BEST, DSE_OVER = (8, 4), (32, 8), (64, 64)
 DSE_BEST_OVER_UNDER = 2.0       # "2x faster"
 DSE_OVER_OVER_BEST_MAX = 1.03   # "less than 3% faster"
+
+#: Table 4, DECA system, Q8 (BF8), N = 1, HBM: density -> utilization (%) of memory bandwidth, TMUL, DECA.
+TABLE4_DECA = {1.0: (93, 18, 75), 0.5: (92, 28, 71), 0.2: (91, 53, 63), 0.05: (73, 79, 87)}
+#: Section 8.3 (Fig. 16): TEPLs "double the performance" over store-and-fence at 5% density.
+TEPL_SPEEDUP_5PCT = 2.0

@@ -56,20 +56,22 @@ class Bench:
         align = self.p["aligns"][index % len(self.p["aligns"])]
         return tile_batch(cm, f"{label} (align {align})", DEFAULT_BASE + int(self.rng.integers(4096)), align)
 
-    async def run(self, batch, squash=None, q=None):
-        """Configure for ``batch`` (``q`` overrides CONFIG.Q), run it with cleared counters, check the
-        counters; returns the Harness."""
+    async def run(self, batch, squash=None, q=None, core=CoreModel):
+        """Configure for ``batch`` (``q`` overrides CONFIG.Q), run it with cleared counters through
+        ``core`` (a CoreModel class or factory taking the requests, the generator and keyword
+        arguments), check the counters; returns (Harness, counters)."""
         p = self.p
         await configure(self.bus, batch.config, p["prefetch_degree"])
         if q is not None:
             await write_reg(self.bus, "CONFIG", config_word(batch.config) & ~0x1F | q)
         await clear_counters(self.bus)
-        core = CoreModel(batch.requests, self.rng, id_bits=p["id_bits"], **p["core"], **(squash or {}))
+        core = core(batch.requests, self.rng, id_bits=p["id_bits"], **p["core"], **(squash or {}))
         memory = MemoryModel(batch.image, batch.base, self.rng, **p["memory"])
         harness = Harness(core, memory, Scoreboard(), self.ports)
         await harness.run(self.bus)
-        self.check_counters(harness, batch, await read_counters(self.bus))
-        return harness
+        counters = await read_counters(self.bus)
+        self.check_counters(harness, batch, counters)
+        return harness, counters
 
     def check_counters(self, harness, batch, got):
         label = batch.label
@@ -116,7 +118,7 @@ async def malformed_metadata(bench):
             good = batch.requests
             bad = malformed_requests(batch, bench.p["addr_bits"])
             batch.requests = [good[0], *bad[: len(bad) // 2], good[1], *bad[len(bad) // 2:], *good[2:]]
-            harness = await bench.run(batch)
+            harness, _ = await bench.run(batch)
             rid, last = [(rid, r) for rid, r in harness.scoreboard.completions if r in bad][-1]
             word = await read_reg(bench.bus, "ERROR")
             got, want = [field_of("ERROR", f, word) for f in ("VALID", "REASON", "ID")], [1, last.expected.value, rid]
@@ -130,7 +132,7 @@ async def squash_recovery(bench):
         batch = bench.batch(cm, label, index)
         # Each tile twice: more requests in flight to abort, and repeated lines that hit in L2.
         batch.requests += [replace(r, label=f"{r.label} again") for r in batch.requests]
-        harness = await bench.run(batch, squash=bench.p["squash"])
+        harness, _ = await bench.run(batch, squash=bench.p["squash"])
         core = harness.core
         assert core.tiles + len(core.dropped) == len(batch.requests), label
         dropped += len(core.dropped)

@@ -117,7 +117,7 @@ def test_errors_exit_2_with_a_message(tmp_path, capsys, args, message):
 
 
 def test_run_main_job_is_bit_exact(capsys):
-    assert main(["run", "--shape", "40x100", "--seed", "7", "--schemes", "mxfp4,int4,ternary",
+    assert main(["roundtrip", "--shape", "40x100", "--seed", "7", "--schemes", "mxfp4,int4,ternary",
                  "--densities", "1,0.2"]) == 0
     out = capsys.readouterr().out
     assert "seed 7" in out and "all 5 configurations bit-exact" in out

@@ -1,0 +1,181 @@
+"""Measurements of the RTL PE in its system: one point is a design (W, L), a workload (scheme and
+density, or a user's matrix) and an invocation mode, run tile by tile through ``deca.sim.system``.
+
+Every number of a record comes from the PE's own performance counters or from the models around
+it; the Bench checks the counters against what the models observed and every tile against the
+golden model before a record is written. The analytic columns are the Roof-Surface model's
+(``deca.sim.bubbles``, ``deca.sim.roof``) for the same workload and platform.
+"""
+
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deca.golden import TILE_ELEMS, compress, load
+from deca.golden.format import TILE_COLS, TILE_ROWS
+from deca.hw.layouts import LINE_BYTES
+
+from deca.hw.params import dequant_lanes, vop_cycles
+
+from .bubbles import bpv_expected, window_sizes
+from .engines import DecaEngine
+from .harness import DEFAULT_BASE, tile_batch
+from .kernels import kernel, kernel_from_matrix
+from .platform import Platform
+from .roof import predict
+from .system import MODES, System, gemm_core
+
+#: A record's fields, in CSV column order.
+COLUMNS = (
+    "key", "W", "L", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
+    "vops", "bubbles", "bpv_measured", "bpv_analytic", "bpv_masks", "starve_cycles", "backpressure_cycles",
+    "busy_cycles", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded", "lines_prefetched", "util_mem",
+    "util_tmul", "util_deca", "tflops", "predicted_cycles_per_tile", "predicted_tflops", "predicted_bound",
+)
+
+
+def bpv_tolerance(analytic):
+    """How far a measured bpv may be from the closed form: 3% of it or 0.02, whichever is larger."""
+    return max(0.03 * analytic, 0.02)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement. ``workload``: "scheme@density" (a generated matrix) or a .deca file path."""
+
+    W: int
+    L: int
+    workload: str
+    mode: str
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"invocation mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+
+    @property
+    def key(self):
+        name = Path(self.workload).stem if self.is_file else self.workload
+        return f"W{self.W}L{self.L}-{name}-{self.mode}"
+
+    @property
+    def is_file(self):
+        return "@" not in self.workload
+
+    def as_dict(self):
+        return {"W": self.W, "L": self.L, "workload": self.workload, "mode": self.mode}
+
+
+def workload_name(scheme, density):
+    return f"{scheme}@{float(density):g}"
+
+
+def parse_workload(name):
+    scheme, _, density = name.partition("@")
+    return scheme, float(density)
+
+
+def seed_for(seed, key):
+    """A generator seed of its own for each workload or point, from the run's seed."""
+    return [seed, zlib.crc32(key.encode())]
+
+
+def workload_matrix(workload, tiles, seed):
+    """The CompressedMatrix of a workload: ``tiles`` tiles of Gaussian weights (one tile row, so
+    the tiles lie one after the other in memory as a GeMM walks them), pruned to the density by
+    magnitude, which puts the stored elements at uniformly random places; or a user's .deca file."""
+    if "@" not in workload:
+        return load(workload)
+    scheme, density = parse_workload(workload)
+    w = np.random.default_rng(seed_for(seed, workload)).standard_normal((TILE_ROWS, TILE_COLS * tiles))
+    return compress(w.astype(np.float32), scheme, density=None if density == 1 else density)
+
+
+def platform_of(system):
+    """The Roof-Surface platform with the System's memory bandwidth (which may be overridden)."""
+    return Platform(system.platform, system.cores, system.freq_hz,
+                    system.bytes_per_cycle * system.cores * system.freq_hz)
+
+
+async def measure_point(bench, point, system, tiles, seed):
+    """Run ``point`` on the PE of ``bench`` (a ``deca.sim.pe_bench.Bench`` with the System's memory
+    and no core roughness); returns its record. ``tiles``: how many tiles (of a file: the first ones)."""
+    cm = workload_matrix(point.workload, tiles, seed)
+    batch = tile_batch(cm, point.key, DEFAULT_BASE)
+    batch.requests = batch.requests[:tiles]
+    bench.rng = np.random.default_rng(seed_for(seed, point.key))
+    harness, counters = await bench.run(
+        batch, core=lambda requests, rng, **kw: gemm_core(point.mode, requests, rng, **kw,
+                                                          **system.core_kwargs(point.mode)))
+    return record(point, system, cm, len(batch.requests), seed, harness, counters)
+
+
+def record(point, system, cm, tiles, seed, harness, counters):
+    """The measured and the analytic numbers of one run, as a dict of ``COLUMNS``."""
+    W, L, cfg = point.W, point.L, cm.config
+    cycles, memory = harness.cycle, harness.memory
+    vops, bubbles = counters["VOPS"], counters["BUBBLE_CYCLES"]
+    platform = platform_of(system)
+    if point.is_file:
+        # The first tiles only: their own windows and bytes.
+        kern = kernel_from_matrix(cm)
+        analytic = bpv_expected(W, L, cfg.q_bits, cfg.sparse, cm.density)
+    else:
+        scheme, density = parse_workload(point.workload)
+        kern = kernel(scheme, None if density == 1 else density)
+        analytic = bpv_expected(W, L, cfg.q_bits, cfg.sparse, density)
+    pred = predict(platform, kern, DecaEngine(W, L), n=system.batch)
+    nbytes, lines = _stream_bytes(harness.core.requests)
+    fields = {
+        "key": point.key, "W": W, "L": L, "workload": point.workload, "scheme": cm.scheme,
+        "density": float(cm.density), "mode": point.mode, "tiles": tiles, "seed": seed, "cycles": cycles,
+        "cycles_per_tile": cycles / tiles, "vops": vops, "bubbles": bubbles, "bpv_measured": bubbles / vops,
+        "bpv_analytic": analytic, "bpv_masks": _masks_bpv(cm, tiles, W, L),
+        "starve_cycles": counters["STARVE_CYCLES"], "backpressure_cycles": counters["BACKPRESSURE_CYCLES"],
+        "busy_cycles": counters["BUSY_CYCLES"], "bytes_per_tile": nbytes / tiles,
+        "lines_per_tile": lines / tiles, "lines_fetched": memory.lines_fetched, "lines_demanded": counters["LINES_DEMANDED"],
+        "lines_prefetched": counters["LINES_PREFETCHED"],
+        "util_mem": memory.channel_busy(cycles) / cycles,
+        "util_tmul": harness.core.tmul_busy / cycles, "util_deca": (vops + bubbles) / cycles,
+        "tflops": tiles / cycles * platform.cycles_per_s * TILE_ELEMS * system.batch / 1e12,
+        "predicted_cycles_per_tile": platform.cycles_per_s / pred.tps, "predicted_tflops": pred.flops / 1e12,
+        "predicted_bound": pred.bound,
+    }
+    assert set(fields) == set(COLUMNS)
+    return {name: fields[name] for name in COLUMNS} | {"system": system.as_dict()}
+
+
+def _masks_bpv(cm, tiles, W, L):
+    """The mean bpv of this matrix's own masks over its first ``tiles`` tiles: what the PE must count."""
+    windows = window_sizes(cm, W)[:tiles]
+    return float(np.mean(vop_cycles(windows, dequant_lanes(cm.config.q_bits, L)) - 1))
+
+
+def _stream_bytes(requests):
+    """Compressed bytes of the requests' tiles (a scale block shared by tiles counts once) and the
+    64-byte lines they touch."""
+    spans = {(r.meta[f"{s}_addr"], r.meta[f"{s}_len"]) for r in requests for s in ("val", "mask", "scale")}
+    spans = [(a, n) for a, n in spans if n]
+    lines = {line for a, n in spans for line in range(a // LINE_BYTES, -(-(a + n) // LINE_BYTES))}
+    return sum(n for _, n in spans), len(lines)
+
+
+def write_record(folder, rec):
+    """Write a record as ``<folder>/<key>.json``, atomically: an interrupted run leaves no half file."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{rec['key']}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(rec, indent=1))
+    tmp.replace(folder / f"{rec['key']}.json")
+
+
+def read_records(folder):
+    """Every record in ``folder``, by key."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        rec = json.loads(path.read_text())
+        out[rec["key"]] = rec
+    return out

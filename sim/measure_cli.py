@@ -1,0 +1,154 @@
+"""``deca run`` (the main job: one design, the default workloads, both invocation modes) and
+``deca sweep`` (a W x L x workload grid), measured on the RTL with the core and memory models."""
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from deca.cli import UsageError, number_list
+from deca.golden import SCHEMES, load
+
+from .measure import Point, workload_name
+from .measure_report import print_summary, write_report
+from .platform import PRESETS
+from .rtl_runner import SIMULATORS
+from .sweep import Campaign, CampaignError, code_digest, designs, stderr_log, write_tables
+from .system import HIT_LATENCY, LINK_LATENCY, MISS_LATENCY, MODES, TEPL_QUEUE, system
+
+#: ``deca run``'s workloads: Q8 at the paper's Table 4 densities, dense MXFP4 and half-pruned BF16.
+RUN_WORKLOADS = ("bf8@1", "bf8@0.5", "bf8@0.2", "bf8@0.05", "mxfp4@1", "bf16@0.5")
+SWEEP_W, SWEEP_L = (8, 16, 32, 64), (4, 8, 16, 32, 64)
+SWEEP_SCHEMES, SWEEP_DENSITIES = ("bf8", "mxfp4", "bf16"), (1.0, 0.5, 0.2, 0.05)
+#: Why the measured utilizations can differ from the paper's Table 4 (see the README).
+TABLE4_NOTE = (
+    "Where the measured utilizations are more than 10 points from the paper's: at low density a tile "
+    "needs few vOps, and the PE's two loaders bound the rate. A loader keeps its TEPL from acceptance "
+    "until the last of the 16 completion beats has gone out: L2 hits for the tile's lines, the vOps, "
+    "the pipeline fill and the 16 beats, about 60 cycles, so two loaders deliver a tile every ~30 "
+    "cycles however little there is to decompress (see starve/tile). The paper's simulated DECA "
+    "reaches 20 cycles per tile at 5% density; its loaders must overlap more of this (the paper does "
+    "not give the memory latencies or the loader timing of its simulator).")
+
+
+def _range(text):
+    try:
+        lo, _, hi = text.partition("-")
+        return int(lo), int(hi or lo)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a latency looks like 100 or 100-140 (cycles), got {text!r}") from None
+
+
+def _add_system(p):
+    g = p.add_argument_group("system (core and memory around the PE)")
+    g.add_argument("--platform", default="spr-hbm", help=f"preset ({', '.join(PRESETS)}) or a name in --platforms; "
+                   "each core gets 1/cores of its memory bandwidth")
+    g.add_argument("--platforms", type=Path, metavar="TOML", help="TOML file of user platforms (see deca.sim.platform)")
+    g.add_argument("--bandwidth", type=float, metavar="B_PER_CYCLE", help="override the per-core memory bandwidth")
+    g.add_argument("--miss-latency", type=_range, default=MISS_LATENCY, metavar="LO-HI",
+                   help=f"memory latency in cycles (default {MISS_LATENCY[0]}-{MISS_LATENCY[1]})")
+    g.add_argument("--hit-latency", type=_range, default=HIT_LATENCY, metavar="LO-HI",
+                   help=f"L2 hit latency in cycles (default {HIT_LATENCY[0]}-{HIT_LATENCY[1]})")
+    g.add_argument("--link-latency", type=int, default=LINK_LATENCY,
+                   help=f"core-DECA latency each way in cycles (default {LINK_LATENCY})")
+    g.add_argument("--tepl-queue", type=int, default=TEPL_QUEUE, help=f"TEPL queue entries (default {TEPL_QUEUE})")
+    g.add_argument("--batch", type=int, default=1, help="batch N, 1..16 (default 1)")
+    g.add_argument("--prefetch-degree", type=int, default=5, help="PREFETCH.DEGREE, 0..15 (default 5, the paper's)")
+    c = p.add_argument_group("campaign")
+    c.add_argument("--modes", type=lambda t: t.split(","), metavar="MODES",
+                   help=f"invocation modes among {', '.join(MODES)}")
+    c.add_argument("--jobs", type=int, default=2, help="simulator runs in parallel (default 2)")
+    c.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default verilator)")
+    c.add_argument("--seed", type=int, default=1, help="seed of the weights and latencies (default 1)")
+
+
+def _campaign(args, tiles, replace):
+    sys_ = system(args.platform, args.platforms, bandwidth=args.bandwidth, miss_latency=args.miss_latency,
+                  hit_latency=args.hit_latency, link_latency=args.link_latency, tepl_queue=args.tepl_queue,
+                  batch=args.batch, prefetch_degree=args.prefetch_degree)
+    for mode in args.modes:
+        if mode not in MODES:
+            raise UsageError(f"unknown invocation mode {mode!r}; choose from {', '.join(MODES)}")
+    if isinstance(tiles, bool) or tiles < 1:
+        raise UsageError(f"--tiles must be a positive number of tiles, got {tiles}")
+    settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest()}
+    return Campaign(args.out, settings, replace=replace)
+
+
+def _finish(campaign, points, args, title, explanations=()):
+    try:
+        records = campaign.run(points, args.sim, args.jobs, log=stderr_log)
+    except CampaignError as e:
+        raise UsageError(str(e)) from None
+    except KeyboardInterrupt:
+        sys.exit(130)
+    print_summary(records)
+    csv_path, json_path = write_tables(records, args.out)
+    command = "deca " + " ".join(map(shlex.quote, sys.argv[1:])) if sys.argv[0].endswith("deca") else "deca ..."
+    report = write_report(args.out, records, title, command, campaign.settings, explanations)
+    print(f"\nwrote {report}, {csv_path.name}, {json_path.name} and plots in {args.out}")
+    return records
+
+
+def cmd_run(args):
+    if args.matrix is not None:
+        if not args.matrix.is_file():
+            raise UsageError(f"no such compressed matrix: {args.matrix}")
+        cm = load(args.matrix)  # a malformed file fails here, before any build
+        workloads = [str(args.matrix.resolve())]
+        tiles = min(args.tiles, cm.num_tiles)
+    else:
+        workloads, tiles = list(RUN_WORKLOADS), args.tiles
+    args.modes = args.modes or list(MODES)
+    valid, skipped = designs([args.W], [args.L])
+    if skipped:
+        raise UsageError(skipped[0][2])
+    campaign = _campaign(args, tiles, replace=True)
+    print(f"deca run: PE W={args.W} L={args.L} on {args.sim}, {len(workloads)} workloads x {len(args.modes)} modes, "
+          f"{tiles} tiles each, seed {args.seed} (reproduce with --seed {args.seed})")
+    points = [Point(args.W, args.L, w, m) for w in workloads for m in args.modes]
+    _finish(campaign, points, args, f"DECA PE W={args.W}, L={args.L}: measured on {args.sim}", [TABLE4_NOTE])
+
+
+def cmd_sweep(args):
+    args.modes = args.modes or ["tepl"]
+    valid, skipped = designs(args.W, args.L)
+    for W, L, why in skipped:
+        stderr_log(f"skipping W={W} L={L}: {why}")
+    if not valid:
+        raise UsageError("no valid (W, L) in the grid")
+    for scheme in args.schemes:
+        if scheme not in SCHEMES:
+            raise UsageError(f"unknown scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
+    for d in args.densities:
+        if not 0 < d <= 1:
+            raise UsageError(f"densities must be in (0, 1], got {d}")
+    campaign = _campaign(args, args.tiles, replace=False)
+    points = [Point(W, L, workload_name(s, d), m) for W, L in valid for s in args.schemes for d in args.densities
+              for m in args.modes]
+    print(f"deca sweep: {len(valid)} designs x {len(args.schemes) * len(args.densities)} workloads x "
+          f"{len(args.modes)} modes = {len(points)} points, {args.tiles} tiles each, seed {args.seed}")
+    _finish(campaign, points, args, f"DECA PE sweep over W x L on {args.sim}")
+
+
+def add_measure_parsers(sub):
+    r = sub.add_parser("run", help="the main job: generate the PE, measure the default workloads on the RTL, report")
+    r.add_argument("--W", type=int, default=32, help="elements per vOp (default 32)")
+    r.add_argument("--L", type=int, default=8, help="big LUTs (default 8)")
+    r.add_argument("--matrix", type=Path, help="measure your own compressed matrix (.deca, from deca compress)")
+    r.add_argument("--tiles", type=int, default=256, help="tiles per workload (default 256; a --matrix: its first ones)")
+    r.add_argument("--out", type=Path, default=Path("out/run"), help="output folder (default out/run)")
+    _add_system(r)
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("sweep", help="measure a W x L x workload grid on the RTL (parallel, resumable)")
+    s.add_argument("--W", type=number_list(int), default=list(SWEEP_W), help="comma-separated W (default 8,16,32,64)")
+    s.add_argument("--L", type=number_list(int), default=list(SWEEP_L), help="comma-separated L (default 4,8,16,32,64)")
+    s.add_argument("--schemes", type=lambda t: t.split(","), default=list(SWEEP_SCHEMES),
+                   help="comma-separated schemes (default bf8,mxfp4,bf16)")
+    s.add_argument("--densities", type=number_list(float), default=list(SWEEP_DENSITIES),
+                   help="comma-separated densities (default 1,0.5,0.2,0.05)")
+    s.add_argument("--tiles", type=int, default=128, help="tiles per point (default 128)")
+    s.add_argument("--out", type=Path, default=Path("out/sweep"), help="output folder (default out/sweep)")
+    _add_system(s)
+    s.set_defaults(func=cmd_sweep)

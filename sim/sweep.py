@@ -1,0 +1,190 @@
+"""Measurement campaigns on the RTL: ``deca sweep`` (a W x L x workload grid) and ``deca run``.
+
+A campaign lives in one output folder: ``settings.json`` (what every point shares: system, tiles,
+seed, simulator), ``points/<key>.json`` (one record per measured point, written as soon as the
+simulator finishes it) and the tables, plots and report made from them. Points already in the
+folder are not run again, so an interrupted campaign resumes where it stopped; a folder measured
+with other settings is refused rather than mixed.
+
+Each design's Verilog is generated once (and cached across campaigns, ``generate_cached``) and
+built once per simulator (``deca.sim.rtl_runner``); its points then run in worker processes,
+several points per simulator run.
+"""
+
+import csv
+import hashlib
+import json
+import shutil
+import sys
+import time
+import zlib
+from collections import defaultdict
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from deca.cli import UsageError
+from deca.hw.generate import generate_cached, top_name
+from deca.hw.params import ParameterError, check_params
+
+from .measure import COLUMNS, Point, read_records
+from .rtl_runner import BUILD_ROOT, SIMULATORS, run
+
+#: The PE parameters other than W and L (the generator's defaults).
+DESIGN = {"tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8}
+VERILOG_CACHE = BUILD_ROOT.parent / "verilog"
+
+
+class CampaignError(UsageError):
+    """The campaign cannot run as asked (wrong folder, failed points...)."""
+
+
+#: What a measurement depends on: the generator, the format and the models around the PE (not the
+#: report or the plots).
+MEASURED_WITH = ("hw/*.py", "golden/*.py", *(f"sim/{m}.py" for m in (
+    "harness", "system", "measure", "measure_tb", "pe_bench", "cocotb_bus", "rtl_runner", "bubbles", "kernels",
+    "engines", "roof", "platform")))
+
+
+def code_digest():
+    """Hash of the sources in ``MEASURED_WITH``: a campaign folder measured with other code is not resumed."""
+    root, digest = Path(__file__).parent.parent, hashlib.sha256()
+    for pattern in MEASURED_WITH:
+        for source in sorted(root.glob(pattern)):
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def designs(Ws, Ls):
+    """(valid [(W, L)], skipped [(W, L, reason)]) of the grid Ws x Ls."""
+    valid, skipped = [], []
+    for W in Ws:
+        for L in Ls:
+            try:
+                check_params(W, L)
+                valid.append((W, L))
+            except ParameterError as e:
+                skipped.append((W, L, str(e)))
+    return valid, skipped
+
+
+def _generate(W, L):
+    return str(generate_cached(W, L, VERILOG_CACHE, **DESIGN))
+
+
+def _measure(sim, verilog, W, L, points, params, run_name):
+    """Worker: run ``points`` of the (W, L) design in one simulator run."""
+    run(sim, [verilog], top_name("pe", W, L), "deca.sim.measure_tb", Path(params["out"]),
+        params={**params, **DESIGN, "W": W, "L": L, "points": [p.as_dict() for p in points]},
+        run_name=run_name, seed=params["seed"])
+
+
+class Campaign:
+    """The points of one output folder (see the module docstring)."""
+
+    def __init__(self, out, settings, replace=False):
+        self.out = Path(out)
+        self.points_dir = self.out / "points"
+        self.settings = settings
+        self._check_settings(replace)
+
+    def _check_settings(self, replace):
+        """Refuse a folder measured with other settings or, with ``replace``, empty it."""
+        path = self.out / "settings.json"
+        if path.is_file() and replace and json.loads(path.read_text()) != self.settings:
+            shutil.rmtree(self.points_dir, ignore_errors=True)
+            path.unlink()
+        if path.is_file():
+            old = json.loads(path.read_text())
+            if old != self.settings:
+                diff = {k: (old.get(k), self.settings.get(k)) for k in {*old, *self.settings}
+                        if old.get(k) != self.settings.get(k)}
+                raise CampaignError(f"{self.out} holds points measured with other settings "
+                                    f"(was, now: {diff}); choose another --out or delete the folder")
+        else:
+            self.out.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.settings, indent=1))
+
+    def done(self):
+        return read_records(self.points_dir) if self.points_dir.is_dir() else {}
+
+    def run(self, points, sim="verilator", jobs=2, log=print):
+        """Measure the ``points`` not in the folder yet, ``jobs`` simulator runs at a time; returns
+        the records of all ``points``. Progress goes to ``log``; Ctrl-C leaves finished points on disk."""
+        if sim not in SIMULATORS:
+            raise CampaignError(f"simulator must be one of {', '.join(SIMULATORS)}, got {sim!r}")
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise CampaignError(f"--jobs must be a positive integer, got {jobs!r}")
+        have = self.done()
+        todo = [p for p in points if p.key not in have]
+        log(f"{len(points) - len(todo)} of {len(points)} points already in {self.points_dir}; "
+            f"{len(todo)} to measure with {jobs} job{'s' * (jobs > 1)} on {sim}")
+        if todo:
+            self._measure(todo, sim, jobs, log)
+        have = self.done()
+        missing = [p.key for p in points if p.key not in have]
+        if missing:
+            raise CampaignError(f"{len(missing)} points have no result: {', '.join(missing[:8])}"
+                                + (" ..." if len(missing) > 8 else ""))
+        return [have[p.key] for p in points]
+
+    def _measure(self, todo, sim, jobs, log):
+        by_design = defaultdict(list)
+        for p in todo:
+            by_design[p.W, p.L].append(p)
+        params = {**self.settings, "out": str(self.points_dir.resolve())}
+        start, failures = time.monotonic(), []
+        with ProcessPoolExecutor(jobs) as pool:
+            try:
+                log(f"generating Verilog of {len(by_design)} design{'s' * (len(by_design) > 1)} "
+                    f"(cached in {VERILOG_CACHE})")
+                verilog = dict(zip(by_design, pool.map(_generate, *zip(*by_design))))
+                # A design's points in as many runs as it takes to keep every job busy.
+                chunks = max(1, -(-jobs // len(by_design)))
+                tag = f"{zlib.crc32(str(self.out.resolve()).encode()):08x}"
+                futures = {}
+                for (W, L), pts in by_design.items():
+                    for i in range(min(chunks, len(pts))):
+                        part = pts[i::chunks]
+                        futures[pool.submit(_measure, sim, verilog[W, L], W, L, part, params,
+                                            f"measure-{tag}-{i}")] = part
+                self._progress(futures, len(todo), start, failures, log)
+            except KeyboardInterrupt:
+                pool.shutdown(wait=False, cancel_futures=True)
+                log(f"\ninterrupted: {len(self.done())} points are in {self.points_dir}; run the same command "
+                    "again to resume")
+                raise
+        if failures:
+            raise CampaignError("simulator runs failed:\n" + "\n".join(failures))
+
+    def _progress(self, futures, total, start, failures, log):
+        seen = set(self.done())
+        finished = 0
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=2, return_when=FIRST_COMPLETED)
+            for f in done:
+                if f.exception() is not None:
+                    keys = ", ".join(p.key for p in futures[f])
+                    failures.append(f"[{keys}]: {f.exception()}")
+            now = set(self.done())
+            for key in sorted(now - seen):
+                finished += 1
+                elapsed = time.monotonic() - start
+                bar = "#" * (20 * finished // total)
+                log(f"[{bar:<20}] {finished}/{total} {key} ({elapsed / 60:.1f} min)")
+            seen = now
+
+
+def write_tables(records, out):
+    """``results.csv`` (one row per record, ``COLUMNS``) and ``results.json`` (the records) in ``out``."""
+    out = Path(out)
+    with open(out / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+    (out / "results.json").write_text(json.dumps(records, indent=1))
+    return out / "results.csv", out / "results.json"
+
+
+def stderr_log(message):
+    print(message, file=sys.stderr, flush=True)

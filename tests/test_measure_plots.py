@@ -1,0 +1,83 @@
+"""Plots of RTL measurement records (deca.sim.measure_plots) on small synthetic records."""
+
+import matplotlib.image
+import pytest
+
+from deca.sim import measure_plots as mp
+from deca.sim.measure import COLUMNS
+from deca.sim.platform import get_platform
+
+TABLE4 = {1.0: (93, 18, 75), 0.5: (92, 28, 71), 0.2: (91, 53, 63), 0.05: (73, 79, 87)}
+
+
+def rec(W=8, L=4, scheme="bf8", density=1.0, mode="tepl", cycles_per_tile=86.4, bpv=0.5, batch=1):
+    """A record with every COLUMNS key; the numbers are plausible, not consistent."""
+    workload = f"{scheme}@{round(density, 2):g}"
+    tiles, vops = 16, 40 * 16
+    r = dict.fromkeys(COLUMNS, 0) | {
+        "key": f"W{W}L{L}-{workload}-{mode}", "W": W, "L": L, "workload": workload, "scheme": scheme,
+        "density": density, "mode": mode, "tiles": tiles, "cycles": cycles_per_tile * tiles,
+        "cycles_per_tile": cycles_per_tile, "vops": vops, "bubbles": round(bpv * vops),
+        "bpv_measured": bpv * 1.01, "bpv_analytic": bpv, "bytes_per_tile": 512 * density + 64,
+        "util_mem": 0.9, "util_tmul": 0.2 + 0.5 * (1 - density), "util_deca": 0.7, "predicted_bound": "MEM",
+    }
+    return r | {"system": {"platform": "spr-hbm", "bytes_per_cycle": 5.9, "batch": batch}}
+
+
+def check_png(path, min_side=200):
+    assert path.stat().st_size > 1000
+    img = matplotlib.image.imread(path)
+    assert img.ndim == 3 and min(img.shape[:2]) >= min_side
+
+
+@pytest.fixture
+def records():
+    out = []
+    for (W, L) in ((8, 4), (16, 8), (32, 8)):
+        for d in (1.0, 0.4999, 0.2, 0.0501):
+            out.append(rec(W, L, density=d, cycles_per_tile=20 + 300 * d / W, bpv=L / W * d))
+            out.append(rec(W, L, density=d, mode="store", cycles_per_tile=50 + 300 * d / W, bpv=L / W * d))
+    return out
+
+
+def test_plot_bpv(records, tmp_path):
+    check_png(mp.plot_bpv(records, tmp_path / "bpv.png"))
+    # Store-only records are plotted rather than nothing.
+    check_png(mp.plot_bpv([r for r in records if r["mode"] == "store"], tmp_path / "store.png"))
+
+
+def test_plot_cycles_grid_with_missing_cell(records, tmp_path):
+    # (32, 8) lacks bf8@0.2 and the invalid L > W design (8, 16) is no record: empty cells.
+    kept = [r for r in records if (r["W"], r["L"], r["workload"]) != (32, 8, "bf8@0.2")] + [rec(16, 16)]
+    check_png(mp.plot_cycles_grid(kept, tmp_path / "grid.png"))
+    check_png(mp.plot_cycles_grid([rec()], tmp_path / "one.png"), min_side=100)
+
+
+def test_plot_bord_measured(records, tmp_path):
+    check_png(mp.plot_bord_measured(get_platform("spr-hbm"), records, tmp_path / "bord.png"))
+    # No pipeline cycle at all: drawn on the upper edge, not lost.
+    check_png(mp.plot_bord_measured(get_platform("spr-hbm"), [rec(bpv=0) | {"vops": 0}], tmp_path / "top.png"))
+    with pytest.raises(ValueError, match="batch"):
+        mp.plot_bord_measured(get_platform("spr-hbm"), [rec(), rec(16, 8, batch=4)], tmp_path / "mixed.png")
+
+
+def test_nearest_density():
+    assert mp._nearest(TABLE4, 0.4999) == 0.5
+    assert mp._nearest(TABLE4, 0.0501) == 0.05
+    assert mp._nearest(TABLE4, 1.0) == 1.0
+    assert mp._nearest(TABLE4, 0.35) is None  # between two paper densities: no paper bar
+    assert mp._nearest({}, 0.5) is None
+
+
+def test_plot_utilization(records, tmp_path):
+    design = [r for r in records if (r["W"], r["L"], r["mode"]) == (16, 8, "tepl")]
+    check_png(mp.plot_utilization(design, TABLE4, tmp_path / "util.png"))
+    check_png(mp.plot_utilization(design + [rec(16, 8, density=0.35)], {}, tmp_path / "noref.png"))
+
+
+def test_plot_modes(records, tmp_path):
+    check_png(mp.plot_modes(records, tmp_path / "modes.png"))
+    one = [r for r in records if (r["W"], r["L"]) == (8, 4)]
+    check_png(mp.plot_modes(one, tmp_path / "one.png"))
+    with pytest.raises(ValueError, match="both modes"):
+        mp.plot_modes([r for r in records if r["mode"] == "tepl"], tmp_path / "none.png")
