@@ -22,6 +22,7 @@ of the coming edge, updates its models and ticks. The register helpers (``write_
 
 import math
 from collections import deque
+from fractions import Fraction
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -294,7 +295,9 @@ class MemoryModel:
             raise ValueError(f"memory bandwidth must be a positive number of bytes per cycle, got {bytes_per_cycle!r}")
         self.bytes_per_cycle, self.reorder = bytes_per_cycle, reorder
         self.req_backpressure, self.pf_backpressure = req_backpressure, pf_backpressure
-        self.channel_free = 0.0  # when the channel can start its next line
+        # Exact channel times: float sums of 64/B drift across whole cycles.
+        self._line_time = None if bytes_per_cycle is None else Fraction(LINE_BYTES) / Fraction(bytes_per_cycle)
+        self.channel_free = Fraction(0)  # when the channel can start its next line
         self.in_l2 = {}  # line address -> cycle it arrives (arrived) in L2
         self.outstanding = []  # [due cycle, tag, line address], in request order
         self._offered = None
@@ -311,9 +314,9 @@ class MemoryModel:
 
     def _fetch(self, addr, cycle):
         """Start bringing the line at ``addr`` into L2 over the channel; returns its arrival cycle."""
-        start = max(float(cycle), self.channel_free)
-        if self.bytes_per_cycle is not None:
-            self.channel_free = start + LINE_BYTES / self.bytes_per_cycle
+        start = max(Fraction(cycle), self.channel_free)
+        if self._line_time is not None:
+            self.channel_free = start + self._line_time
         self.lines_fetched += 1
         arrival = self.in_l2[addr] = math.ceil(start) + self._latency(self.miss_latency)
         return arrival
@@ -346,11 +349,11 @@ class MemoryModel:
         self.lines_demanded += 1
 
     def channel_busy(self, cycles):
-        """Cycles the channel spent fetching lines in the first ``cycles`` cycles (what it still has
-        to fetch after them, e.g. prefetches past the end of a run, does not count)."""
-        if self.bytes_per_cycle is None:
+        """Cycles the channel spent fetching lines in a run of ``cycles`` cycles, which ended after
+        the last request: what it still had to fetch then (prefetches past the end) does not count."""
+        if self._line_time is None:
             raise ValueError("an unlimited channel has no utilization")
-        return self.lines_fetched * LINE_BYTES / self.bytes_per_cycle - max(0.0, self.channel_free - cycles)
+        return float(self.lines_fetched * self._line_time - max(Fraction(0), self.channel_free - cycles))
 
     def prefetch(self, addr, cycle):
         """A prefetch of the line at ``addr`` was accepted in ``cycle``: the line is fetched into L2

@@ -18,7 +18,6 @@ import numpy as np
 from deca.golden import TILE_ELEMS, compress, load
 from deca.golden.format import TILE_COLS, TILE_ROWS
 from deca.hw.layouts import LINE_BYTES
-
 from deca.hw.params import dequant_lanes, vop_cycles
 
 from .bubbles import bpv_expected, window_sizes
@@ -33,8 +32,9 @@ from .system import MODES, System, gemm_core
 COLUMNS = (
     "key", "W", "L", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
     "vops", "bubbles", "bpv_measured", "bpv_analytic", "bpv_masks", "starve_cycles", "backpressure_cycles",
-    "busy_cycles", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded", "lines_prefetched", "util_mem",
-    "util_tmul", "util_deca", "tflops", "predicted_cycles_per_tile", "predicted_tflops", "predicted_bound",
+    "busy_cycles", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded", "lines_prefetched",
+    "util_mem", "util_tmul", "util_deca", "tflops", "predicted_cycles_per_tile", "predicted_tflops",
+    "predicted_bound",
 )
 
 

@@ -128,6 +128,12 @@ class TeplCore(_GemmCore):
     def may_issue(self, request):
         return self.issue_at[request.index] <= self.cycle
 
+    def squash(self, in_flight):
+        aborted = super().squash(in_flight)
+        for request in aborted:  # a reissued TEPL travels to DECA again
+            self.issue_at[request.index] = self.cycle + self.link_latency
+        return aborted
+
     @property
     def done(self):
         return super().done and not self.program and not self.tmul_order and self.cycle >= self.tmul_free

@@ -2,7 +2,8 @@
 memory, core and scoreboard models, the watchdog, and whole runs against a behavioural fake PE that
 follows the port contract."""
 
-from collections import deque
+import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,18 +12,19 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from deca.golden import FormatError, compress, decompress_tile
+from deca.golden import compress
 from deca.hw.layouts import (
     LINE_BYTES, ErrorReason, mem_request_layout, mem_response_layout, prefetch_layout, tepl_request_layout,
     tepl_response_layout,
 )
 from deca.hw.registers import REGISTER_ADDR, field_value
 from deca.sim.harness import (
-    INPUTS, OUTPUTS, AmaranthBus, CoreModel, Hang, Harness, MemoryModel, Mismatch, Packer, PePorts, ProtocolError,
+    INPUTS, AmaranthBus, CoreModel, Hang, Harness, MemoryModel, Mismatch, Packer, PePorts, ProtocolError,
     Request, Scoreboard, UnresolvedValue, bubble_cycles, config_word, configure, malformed_requests, read_regs,
     tile_batch, write_reg,
 )
 from deca.sim.workloads import workloads
+from fake_pe import drive, run_fake
 
 LAYOUTS = [tepl_request_layout(48, 8), tepl_response_layout(8), mem_request_layout(48, 6), mem_response_layout(6),
            prefetch_layout(40)]
@@ -75,22 +77,75 @@ def drain(mem, start, limit=1000):
     return got
 
 
+def run_memory(mem, events, limit=20000):
+    """Drive ``mem`` cycle by cycle from cycle 0: ``events`` maps a cycle to the calls made in it,
+    ("demand", addr, tag) or ("prefetch", addr); every response is taken as soon as it is offered.
+    Returns {tag: (cycle, data)}."""
+    got, last = {}, max(events)
+    for cycle in range(limit):
+        for kind, addr, *tag in events.get(cycle, ()):
+            if kind == "demand":
+                mem.demand(addr, tag[0], cycle)
+            else:
+                mem.prefetch(addr, cycle)
+        offer = mem.offer(cycle)
+        if offer is not None:
+            mem.take()
+            assert offer[0] not in got
+            got[offer[0]] = cycle, offer[1]
+        if cycle >= last and not mem.outstanding:
+            return got
+    raise AssertionError(f"responses still outstanding after {limit} cycles")
+
+
+def line_of(image, base, addr):
+    return int.from_bytes(image[addr - base:addr - base + LINE_BYTES].tobytes(), "little")
+
+
 def test_memory_latency_hits_and_data(rng):
-    mem, image = memory(rng, miss_latency=(50, 60), hit_latency=(3, 5), reorder=False)
-    mem.prefetch(0x1040)
-    for tag, addr in enumerate((0x1000, 0x1040, 0x1000)):  # a miss, a prefetched line, a line read before
-        mem.demand(addr, tag, cycle=10 + tag)
-    cycles = {tag: cycle for cycle, tag, _ in drain(mem, 10)}
-    assert 60 <= cycles[0] <= 70
-    # The hits are due long before the miss but wait behind it: responses come in order without reorder.
-    assert cycles[1] == cycles[0] + 1 and cycles[2] == cycles[0] + 2
-    mem2, _ = memory(rng, miss_latency=(50, 60), hit_latency=(3, 5))
-    mem2.prefetch(0x1080)
-    mem2.demand(0x1080, 7, cycle=0)
-    ((cycle, tag, data),) = drain(mem2, 0)
-    assert 3 <= cycle <= 5 and tag == 7
-    assert data == int.from_bytes(image[0x80:0xC0].tobytes(), "little")
-    assert (mem.lines_demanded, mem.lines_prefetched, mem.prefetches) == (3, 1, [0x1040])
+    miss, hit = 50, 4
+    mem, image = memory(rng, miss_latency=(miss, miss), hit_latency=(hit, hit))
+    m, p = 0x1000, 0x1040
+    events = {0: [("prefetch", p)],
+              10: [("demand", p, 1)],  # prefetched, not arrived yet
+              20: [("demand", m, 0)],  # a miss
+              60: [("demand", p, 2)],  # in L2
+              67: [("demand", m, 3)],  # on its way, but arriving before the hit latency ends
+              100: [("demand", m, 4)]}  # in L2
+    p_arrives, m_arrives = 0 + miss, 20 + miss
+    want = {1: p_arrives, 0: m_arrives, 2: 60 + hit, 3: max(m_arrives, 67 + hit), 4: 100 + hit}
+    assert len(set(want.values())) == len(want)  # one due per cycle: each goes out when due
+    got = run_memory(mem, events)
+    assert {tag: cycle for tag, (cycle, _) in got.items()} == want
+    assert got[1][0] > 10 + hit  # not earlier than the prefetched line arrives
+    for tag, addr in ((0, m), (1, p), (2, p), (3, m), (4, m)):
+        assert got[tag][1] == line_of(image, 0x1000, addr)
+    assert (mem.lines_fetched, mem.lines_demanded, mem.lines_prefetched, mem.prefetches) == (2, 5, 1, [p])
+
+
+def test_memory_responses_in_order_without_reorder(rng):
+    miss, hit = 50, 4
+    mem, _ = memory(rng, miss_latency=(miss, miss), hit_latency=(hit, hit), reorder=False)
+    # The prefetched line is due at 51 + hit, before the miss (10 + miss), but waits behind it.
+    got = run_memory(mem, {0: [("prefetch", 0x1040)], 10: [("demand", 0x1000, 0)], 51: [("demand", 0x1040, 1)]})
+    assert 51 + hit < 10 + miss
+    assert {tag: cycle for tag, (cycle, _) in got.items()} == {0: 10 + miss, 1: 10 + miss + 1}
+
+
+def test_memory_latencies_are_drawn_from_the_inclusive_ranges(rng):
+    lines = 200
+    mem, _ = memory(rng, size=lines * LINE_BYTES, miss_latency=(50, 60), hit_latency=(3, 5))
+    # A miss of line i at 40i answers in [40i + 50, 40i + 60]; the line read again at 40i + 62 (in
+    # L2 by then) answers in [40i + 65, 40i + 67]: no two responses can be due in the same cycle.
+    events = {}
+    for i in range(lines):
+        events.setdefault(40 * i, []).append(("demand", 0x1000 + LINE_BYTES * i, 2 * i))
+        events.setdefault(40 * i + 62, []).append(("demand", 0x1000 + LINE_BYTES * i, 2 * i + 1))
+    got = run_memory(mem, events)
+    misses = {got[2 * i][0] - 40 * i for i in range(lines)}
+    hits = {got[2 * i + 1][0] - (40 * i + 62) for i in range(lines)}
+    assert misses == set(range(50, 61)) and hits == set(range(3, 6))
+    assert mem.lines_fetched == lines and mem.lines_demanded == 2 * lines
 
 
 def test_memory_reorders_responses_that_are_due(rng):
@@ -101,13 +156,59 @@ def test_memory_reorders_responses_that_are_due(rng):
     assert sorted(tags) == list(range(16)) and tags != list(range(16))
 
 
-def test_memory_bandwidth_limit(rng):
-    mem, _ = memory(rng, size=4096, miss_latency=(1, 1), bytes_per_cycle=16)
-    for tag in range(32):
-        mem.demand(0x1000 + 64 * tag, tag, cycle=0)
-    cycles = [cycle for cycle, _, _ in drain(mem, 1)]
-    assert len(cycles) == 32
-    assert min(np.diff(cycles)) == 4  # 64-byte lines at 16 bytes per cycle
+@pytest.mark.parametrize("bytes_per_cycle", [16, 24])
+def test_memory_bandwidth_limit(bytes_per_cycle, rng):
+    # A burst of misses: the channel starts a line every 64 / bytes_per_cycle cycles, in order, and
+    # each arrives the miss latency after its (whole) start cycle.
+    lines, miss = 32, 10
+    mem, _ = memory(rng, size=lines * LINE_BYTES, miss_latency=(miss, miss), bytes_per_cycle=bytes_per_cycle)
+    got = run_memory(mem, {0: [("demand", 0x1000 + LINE_BYTES * tag, tag) for tag in range(lines)]})
+    interval = Fraction(LINE_BYTES, bytes_per_cycle)
+    want = [math.ceil(k * interval) + miss for k in range(lines)]
+    assert [got[tag][0] for tag in range(lines)] == want
+    if bytes_per_cycle == 16:
+        assert want[:4] == [10, 14, 18, 22]
+    assert mem.lines_fetched == lines
+
+
+def test_memory_prefetches_share_the_channel(rng):
+    miss, hit, interval = 10, 4, 4  # 16 bytes per cycle: a line every 4 cycles
+    mem, _ = memory(rng, miss_latency=(miss, miss), hit_latency=(hit, hit), bytes_per_cycle=LINE_BYTES // interval)
+    line = [0x1000 + LINE_BYTES * i for i in range(8)]
+    events = {0: [("prefetch", line[i]) for i in range(4)],  # the channel is busy until 4 * interval
+              1: [("demand", line[4], 0)],  # a miss behind the prefetches
+              2: [("demand", line[3], 1)],  # the last prefetch, on its way
+              3: [("prefetch", line[0]), ("prefetch", line[3])],  # in L2 / on its way: not fetched again
+              4: [("demand", line[5], 2)],  # a miss behind the first one
+              100: [("demand", line[6], 3)]}  # the channel is idle again
+    starts = [0 * interval, 1 * interval, 2 * interval, 3 * interval, 4 * interval, 5 * interval, 100]
+    want = {0: starts[4] + miss, 1: max(starts[3] + miss, 2 + hit), 2: starts[5] + miss, 3: starts[6] + miss}
+    got = run_memory(mem, events)
+    assert {tag: cycle for tag, (cycle, _) in got.items()} == want
+    assert (mem.lines_fetched, mem.lines_prefetched, mem.lines_demanded) == (7, 6, 4)
+
+    def busy(cycles):  # the channel's busy cycles among the first ``cycles``, from the start times
+        return sum(max(0, min(start + interval, cycles) - start) for start in starts)
+
+    for cycles in (101, 102, 104, 200):
+        assert mem.channel_busy(cycles) == pytest.approx(busy(cycles))
+    assert busy(102) == 6 * interval + 2  # the last fetch is clipped
+
+
+def test_memory_channel_busy_clips_a_burst_and_refuses_no_limit(rng):
+    mem, _ = memory(rng, bytes_per_cycle=16)
+    for tag in range(3):  # busy over cycles 0..11
+        mem.demand(0x1000 + LINE_BYTES * tag, tag, cycle=0)
+    assert [mem.channel_busy(c) for c in (1, 6, 12, 50)] == [pytest.approx(v) for v in (1, 6, 12, 12)]
+    unlimited, _ = memory(rng)
+    with pytest.raises(ValueError, match="unlimited channel"):
+        unlimited.channel_busy(10)
+
+
+@pytest.mark.parametrize("bytes_per_cycle", [0, -16, 0.0, float("nan")])
+def test_memory_refuses_a_bandwidth_that_is_not_positive(bytes_per_cycle, rng):
+    with pytest.raises(ValueError, match="memory bandwidth must be a positive number"):
+        memory(rng, bytes_per_cycle=bytes_per_cycle)
 
 
 def test_memory_garbage_outside_the_image_and_bad_reads(rng):
@@ -278,15 +379,6 @@ class StuckBus:
         self.cycle += 1
 
 
-def drive(coroutine):
-    """Run a coroutine that only awaits fake buses (which never suspend)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        return stop.value
-    raise AssertionError("the coroutine suspended")
-
-
 def stuck_harness(rng):
     batch = tile_batch(compress(np.ones((16, 32), np.float32), "int8"), "ones")
     return Harness(CoreModel(batch.requests, rng), MemoryModel(batch.image, batch.base, rng), Scoreboard(), PePorts())
@@ -306,122 +398,7 @@ def test_x_on_an_output_names_port_and_cycle(rng):
         drive(stuck_harness(rng).run(StuckBus(x_at=7)))
 
 
-# A behavioural PE --------------------------------------------------------------------------------
-
-
-class _Tepl:
-    def __init__(self, rid, meta):
-        self.id, self.meta = rid, meta
-        self.lines, self.rows, self.error = {}, None, None
-
-
-class FakePE:
-    """A PE in Python behind the Bus protocol: checks metadata, reads every line of a tile's streams,
-    decompresses with the golden model and completes in request order; a squash aborts everything.
-    It prefetches the line after each value stream. ``corrupt``: flip a bit of that row of the
-    first tile. ``stuck``: a squash leaves loader 1 busy."""
-
-    def __init__(self, config, ports, corrupt=None, stuck=False):
-        self.config, self.ports, self.corrupt, self.stuck = config, ports, corrupt, stuck
-        self.inputs, self.out = dict.fromkeys(INPUTS, 0), {}
-        self.loaders, self.order = [None, None], deque()
-        self.reads, self.prefetches = deque(), deque()  # (tepl, line address) to request; line addresses
-        self.tags = {}  # tag -> (tepl, line address) at the memory; a squash leaves them stale
-        self.row = 0
-
-    def set(self, name, value):
-        self.inputs[name] = int(value)
-
-    def get(self, name):
-        return self.out[name]
-
-    async def settle(self):
-        p, out = self.ports, dict.fromkeys(OUTPUTS, 0)
-        out["mem_resp__ready"] = 1
-        for i, loader in enumerate(self.loaders):
-            out[f"tepl_req__{i}__ready"] = int(loader is None)
-        if self.reads:
-            self.tag = min(set(range(1 << p.tag_bits)) - set(self.tags))
-            out["mem_req__valid"] = 1
-            out["mem_req__payload"] = p.mem_req.pack({"addr": self.reads[0][1], "tag": self.tag})
-        if self.prefetches:
-            out["pf_req__valid"], out["pf_req__payload"] = 1, p.pf_req.pack({"addr": self.prefetches[0]})
-        head = self.order[0] if self.order else None
-        if head is not None and head.error is not None:
-            out["tepl_resp__valid"] = 1
-            out["tepl_resp__payload"] = p.tepl_resp.pack({"id": head.id, "last": 1, "error": 1, "reason": head.error})
-        elif head is not None and head.rows is not None:
-            out["tepl_resp__valid"] = 1
-            out["tepl_resp__payload"] = p.tepl_resp.pack({"id": head.id, "row": self.row, "last": int(self.row == 15),
-                                                          "data": head.rows[self.row]})
-        self.out = out
-
-    async def tick(self):
-        p, i, out = self.ports, self.inputs, self.out
-        if i["mem_resp__valid"]:
-            resp = p.mem_resp.unpack(i["mem_resp__payload"])
-            tepl, addr = self.tags.pop(resp["tag"])
-            tepl.lines[addr] = resp["data"].to_bytes(LINE_BYTES, "little")
-            self._finish(tepl)
-        if out["mem_req__valid"] and i["mem_req__ready"]:
-            self.tags[self.tag] = self.reads.popleft()
-        if out["pf_req__valid"] and i["pf_req__ready"]:
-            self.prefetches.popleft()
-        if i["squash"]:
-            self.loaders, self.order, self.row = [None, self.loaders[1] if self.stuck else None], deque(), 0
-            self.reads.clear()
-            return
-        if out["tepl_resp__valid"] and i["tepl_resp__ready"]:
-            self.row += 1
-            if out["tepl_resp__payload"] >> p.tepl_resp.offset("last") & 1:
-                done = self.order.popleft()
-                self.loaders[self.loaders.index(done)] = None
-                self.row = 0
-        port = next((k for k in (0, 1) if i[f"tepl_req__{k}__valid"] and out[f"tepl_req__{k}__ready"]), None)
-        if port is not None:
-            self._accept(port, p.tepl_req.unpack(i[f"tepl_req__{port}__payload"]))
-
-    def _accept(self, port, req):
-        tepl = self.loaders[port] = _Tepl(req["id"], req)
-        self.order.append(tepl)
-        cfg, streams = self.config, [(req[f"{s}_addr"], req[f"{s}_len"]) for s in ("mask", "scale", "val")]
-        if any(addr + length > 1 << self.ports.addr_bits for addr, length in streams):
-            tepl.error = ErrorReason.ADDR_WRAP
-        elif req["mask_len"] != cfg.mask_stream_len:
-            tepl.error = ErrorReason.MASK_LEN
-        elif req["scale_len"] != cfg.scale_stream_len:
-            tepl.error = ErrorReason.SCALE_LEN
-        else:
-            self.reads.extend((tepl, line) for addr, length in streams if length
-                              for line in range(addr & -LINE_BYTES, addr + length, LINE_BYTES))
-            self.prefetches.append((req["val_addr"] + req["val_len"]) & -LINE_BYTES)
-            self._finish(tepl)
-
-    def _finish(self, tepl):
-        if tepl not in self.loaders or any(t is tepl for t, _ in self.reads) \
-                or any(t is tepl for t, _ in self.tags.values()):
-            return
-        def read(stream):
-            addr, length = tepl.meta[f"{stream}_addr"], tepl.meta[f"{stream}_len"]
-            return bytes(tepl.lines[a & -LINE_BYTES][a % LINE_BYTES] for a in range(addr, addr + length))
-
-        try:
-            tile = decompress_tile(read("val"), read("mask"), read("scale"), self.config)
-        except FormatError:
-            tepl.error = ErrorReason.VALUE_LEN
-            return
-        tepl.rows = [int.from_bytes(row.astype("<u2").tobytes(), "little") for row in tile]
-        if self.corrupt is not None:
-            tepl.rows[self.corrupt] ^= 1
-            self.corrupt = None
-
-
-def run_fake(batch, rng, pe_kwargs=None, core_kwargs=None, memory_kwargs=None):
-    ports = PePorts()
-    harness = Harness(CoreModel(batch.requests, rng, **(core_kwargs or {})),
-                      MemoryModel(batch.image, batch.base, rng, **(memory_kwargs or {})), Scoreboard(), ports)
-    drive(harness.run(FakePE(batch.config, ports, **(pe_kwargs or {}))))
-    return harness
+# Whole runs on a behavioural PE (tests/fake_pe.py) ----------------------------------------------
 
 
 @pytest.fixture(scope="module")
