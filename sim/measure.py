@@ -26,7 +26,7 @@ from .harness import DEFAULT_BASE, tile_batch
 from .kernels import kernel, kernel_from_matrix
 from .platform import Platform
 from .roof import predict
-from .system import MODES, System, gemm_core
+from .system import MODES, gemm_core
 
 #: A record's fields, in CSV column order.
 COLUMNS = (

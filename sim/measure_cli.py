@@ -2,6 +2,7 @@
 ``deca sweep`` (a W x L x workload grid), measured on the RTL with the core and memory models."""
 
 import argparse
+import hashlib
 import shlex
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from .measure import Point, workload_name
 from .measure_report import print_summary, write_report
 from .platform import PRESETS
 from .rtl_runner import SIMULATORS
-from .sweep import Campaign, CampaignError, code_digest, designs, stderr_log, write_tables
+from .sweep import Campaign, code_digest, designs, stderr_log, write_tables
 from .system import HIT_LATENCY, LINK_LATENCY, MISS_LATENCY, MODES, TEPL_QUEUE, system
 
 #: ``deca run``'s workloads: Q8 at the paper's Table 4 densities, dense MXFP4 and half-pruned BF16.
@@ -62,7 +63,7 @@ def _add_system(p):
     c.add_argument("--seed", type=int, default=1, help="seed of the weights and latencies (default 1)")
 
 
-def _campaign(args, tiles, replace):
+def _campaign(args, tiles, replace, **extra):
     sys_ = system(args.platform, args.platforms, bandwidth=args.bandwidth, miss_latency=args.miss_latency,
                   hit_latency=args.hit_latency, link_latency=args.link_latency, tepl_queue=args.tepl_queue,
                   batch=args.batch, prefetch_degree=args.prefetch_degree)
@@ -71,15 +72,14 @@ def _campaign(args, tiles, replace):
             raise UsageError(f"unknown invocation mode {mode!r}; choose from {', '.join(MODES)}")
     if isinstance(tiles, bool) or tiles < 1:
         raise UsageError(f"--tiles must be a positive number of tiles, got {tiles}")
-    settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest()}
+    settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest(),
+                **extra}
     return Campaign(args.out, settings, replace=replace)
 
 
 def _finish(campaign, points, args, title, explanations=()):
     try:
         records = campaign.run(points, args.sim, args.jobs, log=stderr_log)
-    except CampaignError as e:
-        raise UsageError(str(e)) from None
     except KeyboardInterrupt:
         sys.exit(130)
     print_summary(records)
@@ -97,13 +97,14 @@ def cmd_run(args):
         cm = load(args.matrix)  # a malformed file fails here, before any build
         workloads = [str(args.matrix.resolve())]
         tiles = min(args.tiles, cm.num_tiles)
+        extra = {"matrix": hashlib.sha256(args.matrix.read_bytes()).hexdigest()[:16]}
     else:
-        workloads, tiles = list(RUN_WORKLOADS), args.tiles
+        workloads, tiles, extra = list(RUN_WORKLOADS), args.tiles, {}
     args.modes = args.modes or list(MODES)
     valid, skipped = designs([args.W], [args.L])
     if skipped:
         raise UsageError(skipped[0][2])
-    campaign = _campaign(args, tiles, replace=True)
+    campaign = _campaign(args, tiles, replace=True, **extra)
     print(f"deca run: PE W={args.W} L={args.L} on {args.sim}, {len(workloads)} workloads x {len(args.modes)} modes, "
           f"{tiles} tiles each, seed {args.seed} (reproduce with --seed {args.seed})")
     points = [Point(args.W, args.L, w, m) for w in workloads for m in args.modes]

@@ -191,7 +191,7 @@ def plot_utilization(records, reference, path):
             ax.bar_label(bars, fmt="%.0f", fontsize=6)
     ax.set_xticks(x, [f"{100 * (k if k is not None else r['density']):g}%" for r, k in zip(records, keys)])
     designs = ", ".join(f"{W}/{L}" for W, L in sorted({_design(r) for r in records}))
-    ax.set(xlabel="density", ylabel="utilization (%)", ylim=(0, 110),
+    ax.set(xlabel="density", ylabel="utilization (%)", ylim=(0, 125),
            title=f"Utilization, RTL (W/L {designs}) vs paper Table 4 (hatched)")
     ax.legend(fontsize=7, ncol=3, loc="upper left")
     ax.grid(axis="y", alpha=0.3)

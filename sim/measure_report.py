@@ -1,13 +1,15 @@
 """Tables and the Markdown report of a measurement campaign (``deca run``, ``deca sweep``): the
 measured numbers beside the analytic model, the paper's Table 4 and the two invocation modes."""
 
+import math
+import statistics
 from pathlib import Path
 
 from deca.golden.summary import format_table
 
 from .measure import bpv_tolerance, platform_of
 from .measure_plots import plot_bord_measured, plot_bpv, plot_cycles_grid, plot_modes, plot_utilization
-from .paper import TABLE4_DECA, TEPL_SPEEDUP_5PCT
+from .paper import DSE_BEST, DSE_BEST_OVER_UNDER, DSE_OVER, DSE_OVER_OVER_BEST_MAX, DSE_UNDER, TABLE4_DECA, TEPL_SPEEDUP_5PCT
 from .system import System
 
 _pct = "{:.0%}".format
@@ -23,6 +25,13 @@ TABLE4_COLUMNS = {
     "density": ("density", "{:.0%}"), "mem": ("MEM", "{}"), "tmul": ("TMUL", "{}"), "deca": ("DECA", "{}"),
     "cycles_per_tile": ("cycles/tile", "{:.1f}"), "gap": ("largest gap", "{:.0f} pp"),
 }
+DESIGN_COLUMNS = {
+    "W": ("W", "{}"), "L": ("L", "{}"), "workloads": ("workloads", "{}"), "gmean": ("gmean cycles/tile", "{:.1f}"),
+    "vs_best": ("speed vs W=32 L=8", "{:.3f}x"),
+}
+DSE_NOTE = (f"The paper (section 8.2): W = {DSE_BEST[0]}, L = {DSE_BEST[1]} is {DSE_BEST_OVER_UNDER:g}x faster than "
+            f"W = {DSE_UNDER[0]}, L = {DSE_UNDER[1]}, and W = {DSE_OVER[0]}, L = {DSE_OVER[1]} less than "
+            f"{100 * (DSE_OVER_OVER_BEST_MAX - 1):.0f}% faster than it.")
 MODES_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"), "workload": ("workload", "{}"), "tepl": ("TEPL cycles/tile", "{:.1f}"),
     "store": ("store-and-fence", "{:.1f}"), "ratio": ("TEPL speedup", "{:.2f}x"),
@@ -38,21 +47,40 @@ def bpv_outliers(records):
     return [r for r in records if abs(r["bpv_measured"] - r["bpv_analytic"]) > bpv_tolerance(r["bpv_analytic"])]
 
 
+def table4_records(records):
+    """The Q8 (bf8) TEPL records at the paper's Table 4 densities, of one design: the paper's
+    W = 32, L = 8 when measured, else the first design."""
+    rows = [r for r in records if r["scheme"] == "bf8" and r["mode"] == "tepl" and "@" in r["workload"]
+            and float(r["workload"].partition("@")[2]) in TABLE4_DECA]
+    designs = [(r["W"], r["L"]) for r in rows]
+    design = (32, 8) if (32, 8) in designs else designs[0] if designs else None
+    return [r for r in rows if (r["W"], r["L"]) == design]
+
+
 def table4_rows(records):
-    """Q8 (bf8) TEPL records at the paper's Table 4 densities, each beside the paper's utilizations."""
+    """``table4_records`` each beside the paper's utilizations."""
     rows = []
-    for r in records:
-        if r["scheme"] != "bf8" or r["mode"] != "tepl" or "@" not in r["workload"]:
-            continue
+    for r in table4_records(records):
         density = float(r["workload"].partition("@")[2])
-        if density not in TABLE4_DECA:
-            continue
         ours = [round(100 * r[k]) for k in ("util_mem", "util_tmul", "util_deca")]
         paper = TABLE4_DECA[density]
         rows.append({"W": r["W"], "L": r["L"], "density": density, "cycles_per_tile": r["cycles_per_tile"],
                      "gap": max(abs(a - b) for a, b in zip(ours, paper)),
                      **{k: f"{a}% ({b}%)" for k, a, b in zip(("mem", "tmul", "deca"), ours, paper)}})
     return sorted(rows, key=lambda row: (row["W"], row["L"], -row["density"]))
+
+
+def design_rows(records):
+    """Per design, the geometric mean of cycles per tile over the TEPL workloads every design ran,
+    and the speedups the paper's section 8.2 quotes where its designs were measured."""
+    tepl = [r for r in records if r["mode"] == "tepl"]
+    designs = sorted({(r["W"], r["L"]) for r in tepl})
+    common = set.intersection(*({r["workload"] for r in tepl if (r["W"], r["L"]) == d} for d in designs))
+    gmean = {d: math.exp(statistics.fmean(math.log(r["cycles_per_tile"]) for r in tepl
+                                          if (r["W"], r["L"]) == d and r["workload"] in common)) for d in designs}
+    best = gmean.get(DSE_BEST)
+    return [{"W": W, "L": L, "workloads": len(common), "gmean": g,
+             "vs_best": best / g if best else math.nan} for (W, L), g in gmean.items()]
 
 
 def modes_rows(records):
@@ -79,8 +107,11 @@ def print_summary(records, log=print):
     log(format_table(summary_rows(records), SUMMARY_COLUMNS))
     t4 = table4_rows(records)
     if t4:
-        log("\nPaper's Table 4 (Q8, N = 1, HBM, DECA): measured (paper) utilization")
+        log(f"\nPaper's Table 4 (Q8, N = 1, HBM, DECA): W = {t4[0]['W']}, L = {t4[0]['L']} measured (paper) utilization")
         log(format_table(t4, TABLE4_COLUMNS))
+    if len({(r["W"], r["L"]) for r in records}) > 1:
+        log("\nDesigns: " + DSE_NOTE)
+        log(format_table(design_rows(records), DESIGN_COLUMNS))
     modes = modes_rows(records)
     if modes:
         log(f"\nTEPL versus store-and-fence (the paper: about {TEPL_SPEEDUP_5PCT:g}x at 5% density)")
@@ -100,8 +131,7 @@ def write_report(out, records, title, command, settings, explanations=()):
     if len({(r["W"], r["L"]) for r in records}) > 1:
         plots["cycles_grid.png"] = lambda p: plot_cycles_grid(records, p)
     if table4_rows(records):
-        plots["utilization.png"] = lambda p: plot_utilization(
-            [r for r in records if r["scheme"] == "bf8" and r["mode"] == "tepl"], TABLE4_DECA, p)
+        plots["utilization.png"] = lambda p: plot_utilization(table4_records(records), TABLE4_DECA, p)
     if modes_rows(records):
         plots["modes.png"] = lambda p: plot_modes(records, p)
     for name, plot in plots.items():
@@ -119,7 +149,10 @@ def write_report(out, records, title, command, settings, explanations=()):
     t4 = table4_rows(records)
     if t4:
         lines += ["", "## The paper's Table 4 (Q8, N = 1, HBM, DECA)", "",
-                  "Measured utilization, the paper's in parentheses.", "", _markdown(t4, TABLE4_COLUMNS)]
+                  f"Measured utilization of W = {t4[0]['W']}, L = {t4[0]['L']}, the paper's in parentheses.", "",
+                  _markdown(t4, TABLE4_COLUMNS)]
+    if len({(r["W"], r["L"]) for r in records}) > 1:
+        lines += ["", "## Designs", "", DSE_NOTE, "", _markdown(design_rows(records), DESIGN_COLUMNS)]
     modes = modes_rows(records)
     if modes:
         lines += ["", "## TEPL versus store-and-fence", "",

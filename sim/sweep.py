@@ -26,7 +26,7 @@ from deca.cli import UsageError
 from deca.hw.generate import generate_cached, top_name
 from deca.hw.params import ParameterError, check_params
 
-from .measure import COLUMNS, Point, read_records
+from .measure import COLUMNS, read_records
 from .rtl_runner import BUILD_ROOT, SIMULATORS, run
 
 #: The PE parameters other than W and L (the generator's defaults).
