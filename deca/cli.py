@@ -191,6 +191,7 @@ def main(argv=None):
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)  # for reports that say how to reproduce them
     try:
         args.func(args)
     except (UsageError, FormatError, ValueError, OSError, ToolError) as e:

@@ -84,7 +84,7 @@ def _finish(campaign, points, args, title, explanations=()):
         sys.exit(130)
     print_summary(records)
     csv_path, json_path = write_tables(records, args.out)
-    command = "deca " + " ".join(map(shlex.quote, sys.argv[1:])) if sys.argv[0].endswith("deca") else "deca ..."
+    command = "deca " + shlex.join(map(str, args.argv))
     report = write_report(args.out, records, title, command, campaign.settings, explanations)
     print(f"\nwrote {report}, {csv_path.name}, {json_path.name} and plots in {args.out}")
     return records

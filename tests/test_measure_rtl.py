@@ -81,6 +81,7 @@ def test_deca_run_reports_both_modes_and_the_table4_comparison(tmp_path, capsys,
     assert store / 48 >= 4 * link + 16 + 16
     assert store > tepl
     report = (out / "report.md").read_text()
+    assert f"Reproduce: `deca run --tiles 48 --out {out} --seed {seed}`" in report
     for png in ("bpv.png", "bord.png", "utilization.png", "modes.png"):
         assert (out / png).stat().st_size > 10_000 and f"]({png})" in report
 
