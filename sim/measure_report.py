@@ -76,11 +76,15 @@ def design_rows(records):
     tepl = [r for r in records if r["mode"] == "tepl"]
     designs = sorted({(r["W"], r["L"]) for r in tepl})
     common = set.intersection(*({r["workload"] for r in tepl if (r["W"], r["L"]) == d} for d in designs))
-    gmean = {d: math.exp(statistics.fmean(math.log(r["cycles_per_tile"]) for r in tepl
-                                          if (r["W"], r["L"]) == d and r["workload"] in common)) for d in designs}
-    best = gmean.get(DSE_BEST)
-    return [{"W": W, "L": L, "workloads": len(common), "gmean": g,
-             "vs_best": best / g if best else math.nan} for (W, L), g in gmean.items()]
+
+    def gmean(design, field):
+        return math.exp(statistics.fmean(math.log(r[field]) for r in tepl
+                                         if (r["W"], r["L"]) == design and r["workload"] in common))
+
+    cycles = {d: gmean(d, "cycles_per_tile") for d in designs}
+    best = cycles.get(DSE_BEST)
+    return [{"W": W, "L": L, "workloads": len(common), "gmean": g, "gmean_tflops": gmean((W, L), "tflops"),
+             "vs_best": best / g if best else math.nan} for (W, L), g in cycles.items()]
 
 
 def modes_rows(records):

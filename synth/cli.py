@@ -12,7 +12,7 @@ from deca.sim.model_cli import L_GRID
 from deca.toolchain import ToolError
 
 from .blocks import PAPER_POINT
-from .dse import MEASURED_CSV, area_dse, load_measured
+from .dse import MEASURED_FILE, area_dse, load_measured
 from .flow import DEFAULT_WORK_DIR, default_design, synthesize
 from .report import (format_result, format_sweep, plot_breakdown, plot_heatmaps, plot_throughput_per_area, write_csv,
                      write_json)
@@ -36,7 +36,8 @@ def add_synth_parser(sub):
     s.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR,
                    help=f"Verilog, Yosys scripts and logs (default {DEFAULT_WORK_DIR})")
     s.add_argument("--measured", type=Path, metavar="DIR",
-                   help=f"a 'deca sweep' folder; its {MEASURED_CSV} (columns W, L, tflops) adds measured throughput")
+                   help=f"a 'deca sweep' folder: its {MEASURED_FILE} adds the measured throughput of each design "
+                        "(geometric mean over the workloads)")
     s.add_argument("--platform", default="spr-hbm",
                    help="platform preset of the Roof-Surface prediction (default spr-hbm)")
     s.add_argument("--n", type=int, default=16, help="batch size N of the prediction (default 16)")
@@ -106,7 +107,7 @@ def cmd_synth(args):
     measured = None
     if args.measured is not None:
         measured = load_measured(args.measured)
-        source = args.measured / MEASURED_CSV
+        source = args.measured / MEASURED_FILE
         print(f"measured throughput: {len(measured)} designs from {source}" if measured is not None
               else f"measured throughput: absent ({source} does not exist); prediction only")
     dse = area_dse(results, args.platform, args.n, measured=measured)

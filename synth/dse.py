@@ -1,17 +1,17 @@
 """Throughput per area: the Roof-Surface exploration of ``deca.sim.dse`` with the synthesized
 transistor counts as its hardware cost, and measured throughput from a ``deca sweep`` folder."""
 
-import csv
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from deca.sim.dse import best_value, choose, explore
 from deca.sim.kernels import TABLE2_KERNELS, parse_kernels
+from deca.sim.measure_report import design_rows
 from deca.sim.platform import get_platform
 
-#: What a ``deca sweep`` folder holds: one row per design with columns W, L and tflops.
-MEASURED_CSV = "sweep.csv"
-
+#: The records of a ``deca sweep`` folder (one per design and workload).
+MEASURED_FILE = "results.json"
 
 @dataclass
 class AreaDse:
@@ -50,16 +50,13 @@ def area_dse(results, platform="spr-hbm", n=16, kernels=TABLE2_KERNELS, measured
 
 
 def load_measured(folder):
-    """{(W, L): TFLOPS} from ``folder/sweep.csv``, or None when the folder has none."""
-    path = Path(folder) / MEASURED_CSV
+    """{(W, L): measured TFLOPS} from a ``deca sweep`` folder, or None when it has no results: per
+    design, the geometric mean over the workloads every design ran (``design_rows``)."""
+    path = Path(folder) / MEASURED_FILE
     if not path.is_file():
         return None
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = {"W", "L", "tflops"} - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f"{path}: needs the columns W, L and tflops; missing {', '.join(sorted(missing))}")
-        try:
-            return {(int(row["W"]), int(row["L"])): float(row["tflops"]) for row in reader}
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
+    try:
+        records = json.loads(path.read_text())
+        return {(r["W"], r["L"]): r["gmean_tflops"] for r in design_rows(records)}
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a deca sweep result ({type(e).__name__}: {e})") from None

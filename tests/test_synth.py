@@ -22,7 +22,7 @@ from deca.hw.params import ParameterError  # noqa: E402
 from deca.synth import flow  # noqa: E402
 from deca.synth.blocks import block_of  # noqa: E402
 from deca.synth.cli import add_synth_parser  # noqa: E402
-from deca.synth.dse import area_dse  # noqa: E402
+from deca.synth.dse import area_dse, load_measured  # noqa: E402
 from deca.synth.report import format_result, paper_split, plot_breakdown  # noqa: E402
 from deca.toolchain import ToolError  # noqa: E402
 
@@ -178,7 +178,10 @@ def test_cli_sweep_with_nothing_valid(tmp_path, capsys):
 def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
     measured = tmp_path / "measured"
     measured.mkdir()
-    (measured / "sweep.csv").write_text("W,L,tflops\n8,4,12.5\n")
+    # Two workloads of a deca sweep on (8, 4); the design's measured throughput is their geometric mean.
+    records = [{"W": 8, "L": 4, "mode": "tepl", "workload": w, "cycles_per_tile": c, "tflops": t}
+               for w, c, t in (("bf8@1", 100.0, 12.5), ("bf8@0.5", 25.0, 50.0))]
+    (measured / "results.json").write_text(json.dumps(records))
     out = tmp_path / "out"
     args = _parser().parse_args(["synth", "--sweep", "--design", DESIGN, "--W", "8", "--L", "4,16",
                                  "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache"),
@@ -190,12 +193,18 @@ def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
         (row,) = list(csv.DictReader(f))
     assert (row["W"], row["L"]) == ("8", "4")
     assert int(row["transistors"]) == results[8, 4].total.transistors
-    assert float(row["measured_tflops"]) == 12.5
+    assert float(row["measured_tflops"]) == pytest.approx(25.0)
     doc = json.loads((out / "synth.json").read_text())
     assert doc["dse"]["best_throughput_per_area"] == [8, 4]
     for png in ("area_depth.png", "throughput_per_area.png"):
         assert (out / png).read_bytes().startswith(b"\x89PNG")
     assert not (out / "breakdown.png").exists()  # the paper's split is for (32, 8)
+
+
+def test_measured_folder_that_is_not_a_sweep_is_refused(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps([{"W": 8, "L": 4}]))
+    with pytest.raises(ValueError, match="results.json is not a deca sweep result"):
+        load_measured(tmp_path)
 
 
 def test_cli_measured_folder_absent(results, synth_dir, tmp_path, capsys):
