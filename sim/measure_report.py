@@ -9,7 +9,9 @@ from deca.golden.summary import format_table
 
 from .measure import bpv_tolerance, platform_of
 from .measure_plots import plot_bord_measured, plot_bpv, plot_cycles_grid, plot_modes, plot_utilization
-from .paper import DSE_BEST, DSE_BEST_OVER_UNDER, DSE_OVER, DSE_OVER_OVER_BEST_MAX, DSE_UNDER, TABLE4_DECA, TEPL_SPEEDUP_5PCT
+from .paper import (
+    DSE_BEST, DSE_BEST_OVER_UNDER, DSE_OVER, DSE_OVER_OVER_BEST_MAX, DSE_UNDER, TABLE4_DECA, TEPL_SPEEDUP_5PCT,
+)
 from .system import System
 
 _pct = "{:.0%}".format
@@ -100,11 +102,10 @@ def modes_rows(records):
 
 
 def _markdown(rows, columns):
-    text = format_table(rows, columns).splitlines()
-    cells = [[c for c in line.split("  ") if c.strip()] for line in text[:1] + text[2:]]
-    out = ["| " + " | ".join(c.strip() for c in cells[0]) + " |", "|" + "---|" * len(cells[0])]
-    out += ["| " + " | ".join(c.strip() for c in row) + " |" for row in cells[1:]]
-    return "\n".join(out)
+    """A Markdown table of dict rows; ``columns`` as for ``format_table``."""
+    head = [h for h, _ in columns.values()]
+    cells = [[fmt(r[key]) if callable(fmt) else fmt.format(r[key]) for key, (_, fmt) in columns.items()] for r in rows]
+    return "\n".join("| " + " | ".join(row) + " |" for row in [head, ["---"] * len(head), *cells])
 
 
 def print_summary(records, log=print):
