@@ -24,9 +24,9 @@ SCHEMES, DENSITIES = ("bf8", "mxfp4", "bf16"), (1, 0.5, 0.2, 0.05)
 TILES = 256
 
 
-def campaign(out, seed, tiles, **system_kwargs):
+def campaign(out, seed, tiles, sim="verilator", **system_kwargs):
     settings = {"system": system("spr-hbm", **system_kwargs).as_dict(), "tiles": tiles, "seed": seed,
-                "sim": "verilator", "code": code_digest()}
+                "sim": sim, "code": code_digest()}
     return Campaign(out, settings)
 
 
@@ -55,6 +55,14 @@ def test_a_dequantization_bound_run_follows_the_bubble_rule(tmp_path, seed):
     assert r["bpv_measured"] == 1 and r["predicted_bound"] == "VEC"
     assert 128 <= r["cycles_per_tile"] <= 128 * 1.1
     assert r["util_deca"] > 0.9 and r["util_mem"] < 0.8
+
+
+def test_icarus_and_verilator_measure_the_same_cycles(tmp_path, seed):
+    # Same RTL, same models, same seed: every count must agree, cycle for cycle.
+    points = [Point(8, 4, w, m) for w in ("bf8@0.2", "nvfp4@1") for m in ("tepl", "store")]
+    runs = [campaign(tmp_path / sim, seed, 8, sim).run(points, sim, jobs=2, log=print) for sim in ("icarus", "verilator")]
+    for a, b in zip(*runs):
+        assert a == b, a["key"]
 
 
 def read_csv(path):
