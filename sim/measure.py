@@ -32,7 +32,8 @@ from .system import MODES, gemm_core
 COLUMNS = (
     "key", "W", "L", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
     "vops", "bubbles", "bpv_measured", "bpv_analytic", "bpv_masks", "starve_cycles", "backpressure_cycles",
-    "busy_cycles", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded", "lines_prefetched",
+    "busy_cycles", "squashes", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded",
+    "lines_prefetched",
     "util_mem", "util_tmul", "util_deca", "tflops", "predicted_cycles_per_tile", "predicted_tflops",
     "predicted_bound",
 )
@@ -135,7 +136,7 @@ def record(point, system, cm, tiles, seed, harness, counters):
         "cycles_per_tile": cycles / tiles, "vops": vops, "bubbles": bubbles, "bpv_measured": bubbles / vops,
         "bpv_analytic": analytic, "bpv_masks": _masks_bpv(cm, tiles, W, L),
         "starve_cycles": counters["STARVE_CYCLES"], "backpressure_cycles": counters["BACKPRESSURE_CYCLES"],
-        "busy_cycles": counters["BUSY_CYCLES"], "bytes_per_tile": nbytes / tiles,
+        "busy_cycles": counters["BUSY_CYCLES"], "squashes": counters["SQUASHES"], "bytes_per_tile": nbytes / tiles,
         "lines_per_tile": lines / tiles, "lines_fetched": memory.lines_fetched, "lines_demanded": counters["LINES_DEMANDED"],
         "lines_prefetched": counters["LINES_PREFETCHED"],
         "util_mem": memory.channel_busy(cycles) / cycles,

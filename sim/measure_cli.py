@@ -55,6 +55,9 @@ def _add_system(p):
     g.add_argument("--tepl-queue", type=int, default=TEPL_QUEUE, help=f"TEPL queue entries (default {TEPL_QUEUE})")
     g.add_argument("--batch", type=int, default=1, help="batch N, 1..16 (default 1)")
     g.add_argument("--prefetch-degree", type=int, default=5, help="PREFETCH.DEGREE, 0..15 (default 5, the paper's)")
+    g.add_argument("--squash-prob", type=float, default=0.0, metavar="P",
+                   help="TEPL mode: squash (a mispredicted branch) with chance P per cycle with a TEPL in flight; "
+                        "the aborted TEPLs are reissued (default 0)")
     c = p.add_argument_group("campaign")
     c.add_argument("--modes", type=lambda t: t.split(","), metavar="MODES",
                    help=f"invocation modes among {', '.join(MODES)}")
@@ -66,7 +69,7 @@ def _add_system(p):
 def _campaign(args, tiles, replace, **extra):
     sys_ = system(args.platform, args.platforms, bandwidth=args.bandwidth, miss_latency=args.miss_latency,
                   hit_latency=args.hit_latency, link_latency=args.link_latency, tepl_queue=args.tepl_queue,
-                  batch=args.batch, prefetch_degree=args.prefetch_degree)
+                  batch=args.batch, prefetch_degree=args.prefetch_degree, squash_prob=args.squash_prob)
     for mode in args.modes:
         if mode not in MODES:
             raise UsageError(f"unknown invocation mode {mode!r}; choose from {', '.join(MODES)}")

@@ -214,6 +214,7 @@ class System:
     tepl_queue: int = TEPL_QUEUE
     batch: int = 1
     prefetch_degree: int = 5
+    squash_prob: float = 0.0  # TEPL mode: chance per cycle with a TEPL in flight of a squash (all reissued)
 
     def __post_init__(self):
         for name in ("hit_latency", "miss_latency"):  # JSON gives lists
@@ -231,6 +232,9 @@ class System:
                              f"got {self.batch!r}")
         if isinstance(self.prefetch_degree, bool) or self.prefetch_degree not in range(16):
             raise ValueError(f"prefetch degree must be an integer in 0..15, got {self.prefetch_degree!r}")
+        if isinstance(self.squash_prob, bool) or not isinstance(self.squash_prob, (int, float)) \
+                or not 0 <= self.squash_prob < 1:
+            raise ValueError(f"squash probability must be a number in [0, 1), got {self.squash_prob!r}")
 
     @property
     def tmul_cycles(self):
@@ -243,7 +247,7 @@ class System:
 
     def core_kwargs(self, mode):
         return {"tmul_cycles": self.tmul_cycles, "link_latency": self.link_latency,
-                **({"queue": self.tepl_queue} if mode == "tepl" else {})}
+                **({"queue": self.tepl_queue, "squash_prob": self.squash_prob} if mode == "tepl" else {})}
 
     def as_dict(self):
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
