@@ -304,9 +304,10 @@ def test_system_bandwidth_and_platforms():
 
 def test_system_derived_keyword_arguments():
     for batch in (1, 15, 16):
-        s = system("spr-hbm", batch=batch, link_latency=3, tepl_queue=5)
+        s = system("spr-hbm", batch=batch, link_latency=3, tepl_queue=5, squash_prob=0.25)
         assert s.tmul_cycles == TMUL_CYCLES * math.ceil(batch / 16)
-        assert s.core_kwargs("tepl") == {"tmul_cycles": s.tmul_cycles, "link_latency": 3, "queue": 5}
+        assert s.core_kwargs("tepl") == {"tmul_cycles": s.tmul_cycles, "link_latency": 3, "queue": 5,
+                                         "squash_prob": 0.25}
         assert s.core_kwargs("store") == {"tmul_cycles": s.tmul_cycles, "link_latency": 3}
     s = system("spr-hbm", bandwidth=10, hit_latency=[2, 3], miss_latency=[20, 30])
     assert s.hit_latency == (2, 3) and s.miss_latency == (20, 30)  # lists (JSON) become tuples
