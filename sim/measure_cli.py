@@ -40,7 +40,7 @@ def _range(text):
         raise argparse.ArgumentTypeError(f"a latency looks like 100 or 100-140 (cycles), got {text!r}") from None
 
 
-def _add_system(p):
+def _add_system(p, modes):
     g = p.add_argument_group("system (core and memory around the PE)")
     g.add_argument("--platform", default="spr-hbm", help=f"preset ({', '.join(PRESETS)}) or a name in --platforms; "
                    "each core gets 1/cores of its memory bandwidth")
@@ -59,8 +59,8 @@ def _add_system(p):
                    help="TEPL mode: squash (a mispredicted branch) with chance P per cycle with a TEPL in flight; "
                         "the aborted TEPLs are reissued (default 0)")
     c = p.add_argument_group("campaign")
-    c.add_argument("--modes", type=lambda t: t.split(","), metavar="MODES",
-                   help=f"invocation modes among {', '.join(MODES)}")
+    c.add_argument("--modes", type=lambda t: t.split(","), default=list(modes), metavar="MODES",
+                   help=f"comma-separated invocation modes among {', '.join(MODES)} (default {','.join(modes)})")
     c.add_argument("--jobs", type=int, default=2, help="simulator runs in parallel (default 2)")
     c.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default verilator)")
     c.add_argument("--seed", type=int, default=1, help="seed of the weights and latencies (default 1)")
@@ -103,7 +103,6 @@ def cmd_run(args):
         extra = {"matrix": hashlib.sha256(args.matrix.read_bytes()).hexdigest()[:16]}
     else:
         workloads, tiles, extra = list(RUN_WORKLOADS), args.tiles, {}
-    args.modes = args.modes or list(MODES)
     valid, skipped = designs([args.W], [args.L])
     if skipped:
         raise UsageError(skipped[0][2])
@@ -115,7 +114,6 @@ def cmd_run(args):
 
 
 def cmd_sweep(args):
-    args.modes = args.modes or ["tepl"]
     valid, skipped = designs(args.W, args.L)
     for W, L, why in skipped:
         stderr_log(f"skipping W={W} L={L}: {why}")
@@ -142,7 +140,7 @@ def add_measure_parsers(sub):
     r.add_argument("--matrix", type=Path, help="measure your own compressed matrix (.deca, from deca compress)")
     r.add_argument("--tiles", type=int, default=256, help="tiles per workload (default 256; a --matrix: its first ones)")
     r.add_argument("--out", type=Path, default=Path("out/run"), help="output folder (default out/run)")
-    _add_system(r)
+    _add_system(r, MODES)
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser("sweep", help="measure a W x L x workload grid on the RTL (parallel, resumable)")
@@ -154,5 +152,5 @@ def add_measure_parsers(sub):
                    help="comma-separated densities (default 1,0.5,0.2,0.05)")
     s.add_argument("--tiles", type=int, default=128, help="tiles per point (default 128)")
     s.add_argument("--out", type=Path, default=Path("out/sweep"), help="output folder (default out/sweep)")
-    _add_system(s)
+    _add_system(s, ["tepl"])
     s.set_defaults(func=cmd_sweep)
