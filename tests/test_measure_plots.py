@@ -17,7 +17,7 @@ def rec(W=8, L=4, scheme="bf8", density=1.0, mode="tepl", cycles_per_tile=86.4, 
     r = dict.fromkeys(COLUMNS, 0) | {
         "key": f"W{W}L{L}-{workload}-{mode}", "W": W, "L": L, "workload": workload, "scheme": scheme,
         "density": density, "mode": mode, "tiles": tiles, "cycles": cycles_per_tile * tiles,
-        "cycles_per_tile": cycles_per_tile, "vops": vops, "bubbles": round(bpv * vops),
+        "cycles_per_tile": cycles_per_tile, "tflops": 100 / cycles_per_tile, "vops": vops, "bubbles": round(bpv * vops),
         "bpv_measured": bpv * 1.01, "bpv_analytic": bpv, "bytes_per_tile": 512 * density + 64,
         "util_mem": 0.9, "util_tmul": 0.2 + 0.5 * (1 - density), "util_deca": 0.7, "predicted_bound": "MEM",
     }
@@ -81,3 +81,33 @@ def test_plot_modes(records, tmp_path):
     check_png(mp.plot_modes(one, tmp_path / "one.png"))
     with pytest.raises(ValueError, match="both modes"):
         mp.plot_modes([r for r in records if r["mode"] == "tepl"], tmp_path / "none.png")
+
+
+# The report's tables (deca.sim.measure_report) on the same records ---------------------------------
+
+
+def test_table4_rows_take_the_papers_design_and_the_largest_gap(records):
+    from deca.sim.measure_report import table4_rows
+
+    rows = table4_rows(records)
+    assert {(r["W"], r["L"]) for r in rows} == {(32, 8)} and len(rows) == 4  # one design of three
+    dense = next(r for r in rows if r["density"] == 1.0)
+    # rec(): MEM 90%, TMUL 20%, DECA 70% against the paper's 93/18/75.
+    assert (dense["mem"], dense["tmul"], dense["deca"]) == ("90% (93%)", "20% (18%)", "70% (75%)")
+    assert dense["gap"] == 5
+
+
+def test_modes_design_rows_and_outliers(records):
+    from deca.sim.measure_report import bpv_outliers, design_rows, modes_rows
+
+    for row in modes_rows(records):
+        by = {(r["W"], r["L"], r["workload"], r["mode"]): r for r in records}
+        store, tepl = (by[row["W"], row["L"], row["workload"], m]["cycles"] for m in ("store", "tepl"))
+        assert row["ratio"] == pytest.approx(store / tepl)
+    rows = {(r["W"], r["L"]): r for r in design_rows(records)}
+    cycles = [20 + 300 * d / 8 for d in (1.0, 0.4999, 0.2, 0.0501)]
+    gmean = (cycles[0] * cycles[1] * cycles[2] * cycles[3]) ** 0.25
+    assert rows[8, 4]["gmean"] == pytest.approx(gmean) and rows[32, 8]["vs_best"] == 1
+    # rec() measures 1.01 x the analytic bpv: outside the tolerance only where 1% exceeds 0.02.
+    assert {r["key"] for r in bpv_outliers(records)} == {r["key"] for r in records if 0.01 * r["bpv_analytic"] > 0.02}
+    assert bpv_outliers([rec(bpv=3.0)]) == [] and len(bpv_outliers([rec(bpv=3.0) | {"bpv_measured": 3.2}])) == 1
