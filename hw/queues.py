@@ -3,10 +3,12 @@ factor queue are each a ``LineQueue``.
 
 Memory lines arrive in any order and at any byte alignment; each is written already realigned,
 so that stream byte s sits at byte s mod R of row s div R (R = ``row_bytes``): a line lands in
-at most two rows, through two byte-enabled write ports. Reads then never cross a row: the queue
-hands out the stream in beats of ``beat_bytes`` (a divisor of R), each once every line it needs
-has arrived. A queue holds one tile's stream at a time, circularly when the stream is longer
-than the queue; ``room`` tells the loader whether a line may be requested yet.
+at most two rows, consecutive ones and so in different banks: even rows are one memory, odd rows
+another, each with one byte-enabled write port (a memory with two write ports maps to no FPGA
+RAM, nor to the usual ASIC macro). Reads then never cross a row: the queue hands out the stream
+in beats of ``beat_bytes`` (a divisor of R), each once every line it needs has arrived. A queue
+holds one tile's stream at a time, circularly when the stream is longer than the queue; ``room``
+tells the loader whether a line may be requested yet.
 """
 
 from amaranth.hdl import Const, Module, Mux, Signal, signed
@@ -63,21 +65,6 @@ class LineQueue(wiring.Component):
         with m.If(self.start):
             m.d.sync += [offset.eq(self.offset), length.eq(self.length)]
 
-        if self.rows > 1:
-            m.submodules.mem = mem = memory.Memory(shape=8 * R, depth=self.rows, init=[])
-            write_ports = [mem.write_port(granularity=8) for _ in range(2)]
-            rp = mem.read_port(domain="comb")
-            read_data = rp.data
-        else:
-            # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3.
-            layout = data.StructLayout({"en": R, "data": 8 * R})
-            write_ports = [Signal(layout, name=f"write{i}") for i in range(2)]
-            rp, read_data = None, Signal(8 * R)
-            for j in range(R):
-                for port in write_ports:
-                    with m.If(port.en[j]):
-                        m.d.sync += read_data.word_select(j, 8).eq(port.data.word_select(j, 8))
-
         # Write: line k starts at stream byte 64k - offset; u = that + R is never negative.
         w = self.write
         u = Signal(LINE_INDEX_BITS + 8)
@@ -88,13 +75,12 @@ class LineQueue(wiring.Component):
         m.d.comb += shifted.eq(w.data << (shift * 8))
         end_first = Signal(signed(LEN_BITS + 9))  # stream byte at byte 0 of row_b
         m.d.comb += end_first.eq(row_b * R)
-        for part in (0, 1):
-            port = write_ports[part]
+        # Part 0 of the line goes to row row_b - 1, part 1 to row row_b.
+        layout = data.StructLayout({"en": R, "data": 8 * R})
+        parts = [Signal(layout, name=f"write{part}") for part in (0, 1)]
+        for part, port in enumerate(parts):
             first = Signal(signed(LEN_BITS + 9))  # stream byte at byte 0 of the row (negative: none)
             m.d.comb += [first.eq(end_first - (R if part == 0 else 0)), port.data.eq(shifted.word_select(part, 8 * R))]
-            if self.rows > 1:
-                # Row -1 wraps around, but none of its bytes is enabled.
-                m.d.comb += port.addr.eq((row_b - 1 + part) % self.rows)
             for j in range(R):
                 in_line = _within(shift, R, j + part * R)
                 in_stream = (first + j >= 0) & (first + j < length)
@@ -123,8 +109,7 @@ class LineQueue(wiring.Component):
         end = Mux(last, length, pos + B)  # one past the beat's last stream byte
         need = (end - 1 + offset) // LINE_BYTES  # the line holding it
         done = Signal()  # every beat of the stream was handed out
-        if rp is not None:
-            m.d.comb += rp.addr.eq(pos // R % self.rows)
+        read_data = Signal(8 * R)  # the row holding stream byte pos
         out = self.beats.payload
         m.d.comb += [
             self.beats.valid.eq(~done & ((length == 0) | (arrived > need))),
@@ -136,6 +121,31 @@ class LineQueue(wiring.Component):
             m.d.sync += [beat.eq(0), done.eq(0)]
         with m.Elif(self.beats.valid & self.beats.ready):
             m.d.sync += [beat.eq(beat + 1), done.eq(last)]
+
+        # The rows: rows row_b - 1 and row_b differ in parity, so each bank takes one part of the
+        # line, part 1 when row_b has the bank's parity, else part 0.
+        if self.rows > 1:
+            row = pos // R % self.rows  # the row read
+            bank_data = []
+            for parity, name in enumerate(("even", "odd")):
+                m.submodules[name] = bank = memory.Memory(shape=8 * R, depth=self.rows // 2, init=[])
+                wp, rp = bank.write_port(granularity=8), bank.read_port(domain="comb")
+                at_end = row_b[0] == parity
+                # Row -1 wraps around, but none of its bytes is enabled.
+                m.d.comb += [
+                    wp.addr.eq((row_b - 1 + at_end) % self.rows // 2),
+                    wp.data.eq(Mux(at_end, parts[1].data, parts[0].data)),
+                    wp.en.eq(Mux(at_end, parts[1].en, parts[0].en)),
+                    rp.addr.eq(row // 2),
+                ]
+                bank_data.append(rp.data)
+            m.d.comb += read_data.eq(Mux(row[0], bank_data[1], bank_data[0]))
+        else:
+            # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3.
+            for j in range(R):
+                for port in parts:
+                    with m.If(port.en[j]):
+                        m.d.sync += read_data.word_select(j, 8).eq(port.data.word_select(j, 8))
 
         # Line k may be requested once its last row is free: rows below the read row are.
         top = Signal(LEN_BITS + 8)
