@@ -1,10 +1,11 @@
 """The synthesis flow: generated Verilog -> Yosys (generic CMOS gates) and, optionally, ECP5 place and route.
 
 Area is Yosys's ``stat -tech cmos`` transistor estimate after mapping to NAND/NOR/NOT gates
-(``abc -g cmos2``) and plain D flip-flops; logic depth is ``ltp -noff``, gates on the longest
-combinational path. The design is synthesized per module, every cell is then tagged with its block
-(``deca.synth.blocks``) and the netlist flattened, so the blocks partition the whole design exactly
-and a block's depth counts the gates of its own modules along one path.
+(``abc -g cmos2``) and plain D flip-flops; logic depth is the number of gates on the longest
+combinational path (``ltp -noff``'s definition, computed by ``deca.synth.netlist``). The design
+stays hierarchical: each generated module is one instance of one block (``deca.synth.blocks``), so a
+block's numbers are the sums over its modules, and they add up to Yosys's totals for the design.
+A block's depth counts the gates of its own modules along one path.
 """
 
 import hashlib
@@ -18,6 +19,7 @@ from pathlib import Path
 from deca.toolchain import ToolError
 
 from .blocks import BLOCK_NAMES, block_of
+from .netlist import NetlistError, depths, read_blif
 from .tools import run_nextpnr_ecp5, run_yosys
 
 DEFAULT_WORK_DIR = Path("build/synth")
@@ -25,6 +27,9 @@ DEFAULT_WORK_DIR = Path("build/synth")
 #: The one flip-flop cell left after legalization: ``stat -tech cmos`` prices no other kind, so
 #: enables and resets become gates that ABC maps with the rest of the logic.
 FF_CELL = "$_DFF_P_"
+
+#: The mapped, hierarchical netlist the depth is computed from.
+NETLIST = "netlist.blif"
 
 #: ECP5 device for the FPGA estimate: the largest one, since the (8, 4) datapath alone takes 13k of
 #: its 84k LUTs.
@@ -35,8 +40,6 @@ FPGA_TARGET_MHZ = 100
 FPGA_RESOURCES = {"TRELLIS_COMB": "luts", "TRELLIS_FF": "ffs", "DP16KD": "bram", "MULT18X18D": "dsp",
                   "TRELLIS_RAMW": "lutram"}
 
-_LTP = re.compile(r"Longest topological path in \S+ \(length=(-?\d+)\)")
-_MODULE = re.compile(r"^module\s+\\?([^\s(]+)", re.M)
 
 
 def default_design():
@@ -64,16 +67,23 @@ class BlockStats:
 
 @dataclass
 class FpgaStats:
-    """ECP5 place-and-route result (nextpnr, out of context)."""
+    """ECP5 place-and-route result (nextpnr, out of context). A design that needs more of a
+    resource than the device has is not placed: ``fits`` is False and there is no fmax."""
 
     device: str
-    fmax_mhz: float      # of the clock "clk", achieved after routing
+    fits: bool
+    fmax_mhz: float | None  # of the clock "clk", achieved after routing
     luts: int            # TRELLIS_COMB: LUT4s and carry halves
     ffs: int
     bram: int            # DP16KD
     dsp: int             # MULT18X18D
     lutram: int          # TRELLIS_RAMW: LUT-RAM write ports
+    available: dict      # field above -> how many the device has
     seconds: float       # ECP5 synthesis plus place and route
+
+    def over(self):
+        """The resources the design needs more of than the device has: {field: (used, available)}."""
+        return {name: (getattr(self, name), n) for name, n in self.available.items() if getattr(self, name) > n}
 
 
 @dataclass
@@ -104,9 +114,8 @@ class SynthResult:
 # Yosys scripts ------------------------------------------------------------------------------------
 
 
-def asic_script(verilog, top, blocks):
-    """Yosys script for ``verilog`` (a file name in the work folder); ``blocks`` maps module -> block."""
-    index = {name: i for i, name in enumerate(BLOCK_NAMES)}
+def asic_script(verilog, top):
+    """Yosys script for ``verilog`` (a file name in the work folder)."""
     lines = [
         f"read_verilog {verilog}",
         f"hierarchy -check -top {top}",
@@ -120,16 +129,12 @@ def asic_script(verilog, top, blocks):
         f"dfflegalize -cell {FF_CELL} 01",
         "abc -g cmos2",
         "opt_clean",
-        # Tag wires too: ltp only follows the selected wires.
-        *(f"setattr -set deca_block {index[block]} {module}/*" for module, block in blocks.items()),
-        "flatten -noscopeinfo",
         "tee -q -o stat.json stat -tech cmos -json",
-        "tee -q -o ltp.txt ltp -noff",
+        # No flatten and no ltp here: on the larger PEs they need more than the 4 GB WebAssembly
+        # can address. Short names keep the netlist small.
+        "rename -enumerate",
+        f"write_blif -icells -conn -impltf {NETLIST}",
     ]
-    for block in sorted(set(blocks.values()), key=index.get):
-        sel = f"a:deca_block={index[block]}"
-        lines += [f"tee -q -o stat_{index[block]}.json stat -tech cmos -json {sel}",
-                  f"tee -q -o ltp_{index[block]}.txt ltp -noff {sel}"]
     return "\n".join(lines) + "\n"
 
 
@@ -140,33 +145,63 @@ def fpga_script(verilog, top):
 # Parsing ------------------------------------------------------------------------------------------
 
 
-def _stat(path):
-    """(cells by type, transistors) of the one module of a flattened ``stat -tech cmos -json``."""
-    (module,) = json.loads(path.read_text())["modules"].values()
-    return module["num_cells_by_type"], int(module["estimated_num_transistors"])
+def _strip(name):
+    return name.removeprefix("\\")
 
 
-def _depth(path):
-    # ltp says -1 when no cell is selected.
-    return max(0, int(_LTP.search(path.read_text()).group(1)))
+def _module_stats(stat):
+    """({module: (its own cells by type, its own transistors)}, {module: {submodule: instances}})."""
+    modules = {_strip(name): m for name, m in stat["modules"].items()}
+    own, children = {}, {}
+    for name, m in modules.items():
+        by_type = {_strip(t): n for t, n in m["num_cells_by_type"].items()}
+        children[name] = {t: n for t, n in by_type.items() if t in modules}
+        # A module's estimate includes its submodules'.
+        transistors = int(m["estimated_num_transistors"]) - sum(
+            int(modules[c]["estimated_num_transistors"]) * n for c, n in children[name].items())
+        own[name] = ({t: n for t, n in by_type.items() if t not in modules}, transistors)
+    return own, children
 
 
-def _stats(work, suffix, modules, memory_bits):
-    cells, transistors = _stat(work / f"stat{suffix}.json")
-    return BlockStats(cells=cells, transistors=transistors, flip_flops=cells.get(FF_CELL, 0),
-                      memory_bits=sum(memory_bits.get(m, 0) for m in modules),
-                      depth=_depth(work / f"ltp{suffix}.txt"), modules=sorted(modules))
+def _instances(top, children):
+    """How many times the design holds each module."""
+    count, order = {top: 1}, [top]
+    for name in order:
+        for child, n in children[name].items():
+            if child not in count:
+                order.append(child)
+            count[child] = count.get(child, 0) + count[name] * n
+    return count
 
 
-def _parse(work, blocks):
+def _parse(work, top):
     memory = json.loads((work / "memory.json").read_text())["modules"]
-    memory_bits = {name.removeprefix("\\"): m["num_memory_bits"] for name, m in memory.items()}
-    total = _stats(work, "", blocks, memory_bits)
+    memory_bits = {_strip(name): m["num_memory_bits"] for name, m in memory.items()}
+    stat = json.loads((work / "stat.json").read_text())
+    own, children = _module_stats(stat)
+    count = _instances(top, children)
+    block = {m: block_of(m, top) for m in own}
+    depth, block_depth = depths(read_blif(work / NETLIST), top, block.get, {FF_CELL})
+
+    def stats(modules, cells, transistors, depth):
+        return BlockStats(cells=cells, transistors=transistors, flip_flops=cells.get(FF_CELL, 0),
+                          memory_bits=sum(memory_bits.get(m, 0) * count[m] for m in modules), depth=depth,
+                          modules=sorted(modules))
+
+    design = stat["design"]
+    cells = {_strip(t): n for t, n in design["num_cells_by_type"].items()}
+    total = stats(count, {t: n for t, n in cells.items() if t not in own}, int(design["estimated_num_transistors"]),
+                  depth)
     per_block = {}
-    for i, name in enumerate(BLOCK_NAMES):
-        modules = [m for m, b in blocks.items() if b == name]
+    for name in BLOCK_NAMES:
+        modules = [m for m in count if block[m] == name]
         if modules:
-            per_block[name] = _stats(work, f"_{i}", modules, memory_bits)
+            cells = {}
+            for m in modules:
+                for t, n in own[m][0].items():
+                    cells[t] = cells.get(t, 0) + n * count[m]
+            per_block[name] = stats(modules, cells, sum(own[m][1] * count[m] for m in modules),
+                                    block_depth.get(name, 0))
     return total, per_block
 
 
@@ -193,13 +228,16 @@ def _store(cached, result):
         part.replace(cached)
 
 
-def run_asic(work, verilog, top, blocks, source):
+def run_asic(work, verilog, top, source):
     """Run ``asic_script`` on ``work/verilog``; (whole-design stats, per-block stats, seconds)."""
-    (work / "synth.ys").write_text(asic_script(verilog, top, blocks))
+    (work / "synth.ys").write_text(asic_script(verilog, top))
     start = time.monotonic()
     run_yosys("synth.ys", work, f"Yosys synthesis of {source} (top {top})")
     seconds = time.monotonic() - start
-    return (*_parse(work, blocks), seconds)
+    try:
+        return (*_parse(work, top), seconds)
+    except NetlistError as e:
+        raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
 
 
 def run_fpga(work, verilog, top, source):
@@ -210,15 +248,36 @@ def run_fpga(work, verilog, top, source):
     run_yosys("fpga.ys", work, f"Yosys ECP5 synthesis of {source} (top {top})")
     # The default router1: router2 halves the time on the (8, 4) datapath but its overuse kept
     # growing on (32, 8) (59% of the LUTs).
-    run_nextpnr_ecp5([*FPGA_DEVICE_ARGS, "--json", "ecp5.json", "--out-of-context", "--freq", str(FPGA_TARGET_MHZ),
-                      "--timing-allow-fail", "--seed", "1", "--report", "nextpnr.json"],
-                     work, f"nextpnr-ecp5 place and route of {source} (top {top})")
+    try:
+        run_nextpnr_ecp5([*FPGA_DEVICE_ARGS, "--json", "ecp5.json", "--out-of-context", "--freq", str(FPGA_TARGET_MHZ),
+                          "--timing-allow-fail", "--seed", "1", "--report", "nextpnr.json"],
+                         work, f"nextpnr-ecp5 place and route of {source} (top {top})")
+    except ToolError:
+        # A design too big for the device fails in placement, after the packer has logged what it
+        # needs: that is the result. Any other failure stays an error.
+        use = _utilisation((work / "nextpnr.log").read_text(errors="replace"))
+        stats = _fpga_stats(use, None, start)
+        if not stats.over():
+            raise
+        return stats
     report = json.loads((work / "nextpnr.json").read_text())
-    used = {name: report["utilization"].get(name, {}).get("used", 0) for name in FPGA_RESOURCES}
-    fmax = report["fmax"].get("clk", {}).get("achieved", 0.0)
-    return FpgaStats(device=FPGA_DEVICE, fmax_mhz=round(fmax, 2),
-                     seconds=round(time.monotonic() - start, 1),
-                     **{field: used[name] for name, field in FPGA_RESOURCES.items()})
+    use = {name: (u.get("used", 0), u.get("available", 0)) for name, u in report["utilization"].items()}
+    return _fpga_stats(use, round(report["fmax"].get("clk", {}).get("achieved", 0.0), 2), start)
+
+
+_UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
+
+
+def _utilisation(log):
+    """nextpnr's "Device utilisation" lines: {resource: (used, available)}."""
+    return {name: (int(used), int(available)) for name, used, available in _UTILISATION.findall(log)}
+
+
+def _fpga_stats(use, fmax, start):
+    fields = {field: use.get(name, (0, 0)) for name, field in FPGA_RESOURCES.items()}
+    return FpgaStats(device=FPGA_DEVICE, fits=fmax is not None, fmax_mhz=fmax,
+                     available={field: n for field, (_, n) in fields.items()},
+                     seconds=round(time.monotonic() - start, 1), **{field: u for field, (u, _) in fields.items()})
 
 
 def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, design=None, W=None, L=None):
@@ -231,13 +290,12 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
     local = work / path.name
     if local.resolve() != path.resolve():
         shutil.copyfile(path, local)
-    blocks = {m: block_of(m, top) for m in _MODULE.findall(local.read_text())}
     sha = _sha256(local)
-    cached = _cache_file(cache_dir, top, sha, asic_script(local.name, top, blocks)) if cache_dir else None
+    cached = _cache_file(cache_dir, top, sha, asic_script(local.name, top)) if cache_dir else None
     if cached and cached.is_file():
         result = SynthResult.from_dict(json.loads(cached.read_text()))
     else:
-        total, per_block, seconds = run_asic(work, local.name, top, blocks, path)
+        total, per_block, seconds = run_asic(work, local.name, top, path)
         result = SynthResult(top=top, design=design, W=W, L=L, verilog_sha256=sha, total=total, blocks=per_block,
                              seconds=round(seconds, 1))
         _store(cached, result)

@@ -64,12 +64,28 @@ def format_result(result):
     if "loaders and queues" not in result.blocks:
         lines.append("  (no loaders, queues or TOut in this design: the paper's 55% group has nothing to count)")
     if result.fpga:
-        f = result.fpga
-        lines += ["", f"FPGA, {f.device}, nextpnr out of context ({f.seconds:.0f} s): {f.luts:,} LUT4/carry cells, "
-                      f"{f.ffs:,} FFs, {f.lutram:,} LUT-RAM cells, {f.bram} DP16KD, {f.dsp} MULT18X18D; "
-                      f"fmax {f.fmax_mhz:.1f} MHz (target {FPGA_TARGET_MHZ} MHz)"]
+        lines += ["", format_fpga(result.fpga)]
     return "\n".join(lines)
 
+
+def format_fpga(f):
+    """The FPGA line: each resource used of the device's, then fmax or why there is none."""
+    def use(field, name):
+        used, available = getattr(f, field), f.available[field]
+        return f"{used:,} {name} of {available:,} ({used / available:.0%})" if available else f"{used:,} {name}"
+
+    resources = ", ".join(use(field, name) for field, name in FPGA_FIELD_NAMES.items())
+    if f.fits:
+        verdict = f"fmax {f.fmax_mhz:.1f} MHz (target {FPGA_TARGET_MHZ} MHz)"
+    else:
+        verdict = "does not fit, so not placed: needs " + ", ".join(
+            f"{used / available:.0%} of the {FPGA_FIELD_NAMES[field]}" for field, (used, available) in f.over().items())
+    return f"FPGA, {f.device}, nextpnr out of context ({f.seconds:.0f} s): {resources}; {verdict}"
+
+
+#: FpgaStats fields as the report names them.
+FPGA_FIELD_NAMES = {"luts": "LUT4/carry cells", "ffs": "FFs", "lutram": "LUT-RAM write ports", "bram": "DP16KD",
+                    "dsp": "MULT18X18D"}
 
 SWEEP_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"),
@@ -101,7 +117,7 @@ def sweep_rows(results, dse=None):
                "measured_tflops": d.get("measured_tflops"),
                "fmax": r.fpga.fmax_mhz if r.fpga else None}
         if r.fpga:
-            row |= {f"fpga {k}": v for k, v in vars(r.fpga).items()}
+            row |= {f"fpga {k}": v for k, v in vars(r.fpga).items() if k != "available"}
         rows.append(row)
     return rows
 

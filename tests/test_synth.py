@@ -8,6 +8,7 @@ LUT array size (L big LUTs of 256 BF16 entries), monotonic growth, and the paper
 import argparse
 import csv
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import matplotlib
@@ -23,7 +24,8 @@ from deca.synth import flow  # noqa: E402
 from deca.synth.blocks import block_of  # noqa: E402
 from deca.synth.cli import add_synth_parser  # noqa: E402
 from deca.synth.dse import area_dse, load_measured  # noqa: E402
-from deca.synth.report import format_result, paper_split, plot_breakdown  # noqa: E402
+from deca.synth.report import format_fpga, format_result, paper_split, plot_breakdown  # noqa: E402
+from deca.synth.tools import run_yosys  # noqa: E402
 from deca.toolchain import ToolError  # noqa: E402
 
 DESIGN = "datapath"
@@ -79,7 +81,7 @@ def test_whole_design_numbers(results):
 
 
 def test_blocks_partition_the_design(results):
-    """The blocks cover the flattened netlist exactly (tolerance: none), each block's depth is at
+    """The blocks cover the design exactly (tolerance: none), each block's depth is at
     most the whole design's, and the LUT array holds all the memory."""
     r = results[8, 4]
     for name in DATAPATH_BLOCKS:
@@ -92,6 +94,27 @@ def test_blocks_partition_the_design(results):
     assert r.blocks["LUT array"].modules == ["deca_datapath_w8_l4.pipeline.dequant.luts"]
     assert paper_split(r)["loaders, queues, TOut"] == 0  # the datapath has no loaders
     assert sum(paper_split(r).values()) == pytest.approx(1)
+
+
+def test_depth_is_yosys_ltp_on_the_flattened_netlist(results, synth_dir):
+    """The depths computed from the hierarchical netlist equal Yosys's own ``ltp -noff`` on that
+    netlist flattened, for the whole design and with each block's modules selected."""
+    r = results[8, 4]
+    work = synth_dir / "work" / r.top
+    names = list(r.blocks)
+    script = [f"read_blif {flow.NETLIST}", f"hierarchy -top {r.top}",
+              *(f"setattr -set deca_block {i} {module}/*" for i, name in enumerate(names)
+                for module in r.blocks[name].modules),
+              "flatten", "tee -q -o ltp.txt ltp -noff",
+              *(f"tee -q -o ltp_{i}.txt ltp -noff a:deca_block={i}" for i in range(len(names)))]
+    (work / "ltp.ys").write_text("\n".join(script) + "\n")
+    run_yosys("ltp.ys", work, "the ltp cross-check")
+
+    def ltp(name):
+        return int(re.search(r"Longest topological path in \S+ \(length=(-?\d+)\)", (work / name).read_text()).group(1))
+
+    assert ltp("ltp.txt") == r.total.depth
+    assert {name: ltp(f"ltp_{i}.txt") for i, name in enumerate(names)} == {n: b.depth for n, b in r.blocks.items()}
 
 
 def test_area_grows_with_L_and_W(results):
@@ -128,6 +151,42 @@ def test_report_text(results):
     text = format_result(results[8, 4])
     for needle in ("deca_datapath_w8_l4", "whole design", *DATAPATH_BLOCKS, "section 7.4", "NAND"):
         assert needle in text
+
+
+#: nextpnr-ecp5's log of a design that needs more LUTs than the device has (from the (8, 4) PE
+#: before its queues were banked), cut to the lines that matter.
+TOO_BIG_LOG = """\
+Info: Device utilisation:
+Info: \t              DP16KD:       0/    208     0%
+Info: \t          MULT18X18D:      14/    156     8%
+Info: \t          TRELLIS_FF:   39259/  83640    46%
+Info: \t        TRELLIS_COMB:  180808/  83640   216%
+Info: \t        TRELLIS_RAMW:     576/  10455     5%
+
+ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'TRELLIS_COMB'
+"""
+
+
+@pytest.mark.parametrize("log,fits", [(TOO_BIG_LOG, False), (TOO_BIG_LOG.replace("180808/", " 80808/"), None)])
+def test_fpga_design_too_big_is_a_result_not_an_error(tmp_path, monkeypatch, log, fits):
+    """A placement failure for lack of LUTs is reported as "does not fit" with what the design
+    needs; a failure with every resource within the device stays an error."""
+    def nextpnr(args, cwd, what):
+        (cwd / "nextpnr.log").write_text(log)
+        raise ToolError(f"{what} failed")
+
+    monkeypatch.setattr(flow, "run_yosys", lambda *args: None)
+    monkeypatch.setattr(flow, "run_nextpnr_ecp5", nextpnr)
+    if fits is None:
+        with pytest.raises(ToolError, match="place and route of x.v"):
+            flow.run_fpga(tmp_path, "x.v", "x", "x.v")
+        return
+    f = flow.run_fpga(tmp_path, "x.v", "x", "x.v")
+    assert (f.fits, f.fmax_mhz) == (False, None)
+    assert (f.luts, f.ffs, f.bram, f.dsp, f.lutram) == (180808, 39259, 0, 14, 576)
+    assert f.over() == {"luts": (180808, 83640)}
+    assert "does not fit, so not placed: needs 216% of the LUT4/carry cells" in format_fpga(f)
+    assert "39,259 FFs of 83,640 (47%)" in format_fpga(f)
 
 
 # Errors -------------------------------------------------------------------------------------------
@@ -285,6 +344,7 @@ def test_area_grows_with_W_at_L8(sweep):
 def test_fpga_place_and_route(tmp_path):
     r = flow.synthesize(8, 4, DESIGN, tmp_path, fpga=True)
     f = r.fpga
-    assert f.luts > 0 and f.ffs > 0 and f.fmax_mhz > 0
+    assert f.fits and f.luts > 0 and f.ffs > 0 and f.fmax_mhz > 0 and not f.over()
+    assert f.available["luts"] == 83640  # the LFE5U-85F's 84k LUT4s
     assert f.dsp > 0  # the scaler's BF16 multipliers
     assert f.device == flow.FPGA_DEVICE
