@@ -36,11 +36,12 @@ def window_sizes(cm, W):
     return mask_bits(cm.masks).reshape(cm.num_tiles, TILE_ELEMS // W, W).sum(axis=2)
 
 
-def bpv_monte_carlo(cm, W, L):
-    """Mean bubbles per vOp over the real masks of ``cm`` (any pattern, e.g. pruned weights)."""
+def bpv_monte_carlo(cm, W, L, tiles=None):
+    """Mean bubbles per vOp over the real masks of ``cm`` (any pattern, e.g. pruned weights), or
+    of its first ``tiles`` tiles."""
     check_params(W, L)
     lanes = dequant_lanes(cm.config.q_bits, L)
-    return float(np.mean(vop_cycles(window_sizes(cm, W), lanes) - 1))
+    return float(np.mean(vop_cycles(window_sizes(cm, W)[:tiles], lanes) - 1))
 
 
 def bpv_expected(W, L, q_bits, sparse, density):

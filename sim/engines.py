@@ -62,7 +62,7 @@ class DecaEngine:
     def bpv(self, kernel):
         # A kernel measured from a real matrix counts its own windows; otherwise the binomial model.
         if kernel.matrix is not None:
-            return bpv_monte_carlo(kernel.matrix, self.W, self.L)
+            return bpv_monte_carlo(kernel.matrix, self.W, self.L, kernel.tiles)
         return bpv_expected(self.W, self.L, kernel.q_bits, kernel.sparse, kernel.density)
 
     def vo_tile(self, kernel):

@@ -25,7 +25,8 @@ class Kernel:
     """A compressed GeMM's weight side: scheme, tile config, expected bytes per tile.
 
     ``matrix``: the real compressed matrix when the kernel was measured from one (its masks give
-    the window sizes for the DECA bubble count); None for a uniform-density kernel.
+    the window sizes for the DECA bubble count); None for a uniform-density kernel. ``tiles``: of
+    that matrix, only the first ``tiles`` tiles count (None: all of them).
     """
 
     name: str
@@ -34,6 +35,7 @@ class Kernel:
     config: TileConfig
     bytes_per_tile: float
     matrix: CompressedMatrix | None = None
+    tiles: int | None = None
 
     @property
     def ai_xm(self):
@@ -77,12 +79,21 @@ def kernel(scheme, density=None, group_size=None, codebook=None, k=DEFAULT_K):
     return Kernel(kernel_name(scheme, d, cfg.sparse), scheme, d, cfg, float(nbytes))
 
 
-def kernel_from_matrix(cm, name=None):
-    """The measured signature of a real compressed matrix: its actual bytes per tile (every stream,
-    shared scale blocks once) and its masks for the DECA bubble count."""
+def kernel_from_matrix(cm, name=None, tiles=None):
+    """The measured signature of a real compressed matrix, or of its first ``tiles`` tiles (what a
+    run of that many tiles reads): their actual bytes per tile (every stream, a shared scale block
+    once) and their masks for the DECA bubble count."""
+    n = cm.num_tiles if tiles is None else tiles
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= cm.num_tiles:
+        raise ValueError(f"tiles must be 1..{cm.num_tiles} (the matrix's tiles), got {tiles!r}")
+    nbytes = int(cm.value_offsets[n])
+    if cm.masks is not None:
+        nbytes += n * cm.masks.shape[1]
+    if cm.scale_blocks is not None:
+        nbytes += len(np.unique(cm.scale_block_of_tile[:n])) * cm.scale_blocks.shape[1]
     d = cm.density
-    return Kernel(name or kernel_name(cm.scheme, d, cm.config.sparse), cm.scheme, d, cm.config,
-                  sum(cm.stream_bytes().values()) / cm.num_tiles, matrix=cm)
+    return Kernel(name or kernel_name(cm.scheme, d, cm.config.sparse), cm.scheme, d, cm.config, nbytes / n,
+                  matrix=cm, tiles=int(n))
 
 
 def parse_kernel(spec, k=DEFAULT_K):

@@ -18,9 +18,8 @@ import numpy as np
 from deca.golden import TILE_ELEMS, compress, load
 from deca.golden.format import TILE_COLS, TILE_ROWS
 from deca.hw.layouts import LINE_BYTES
-from deca.hw.params import dequant_lanes, vop_cycles
 
-from .bubbles import bpv_expected, window_sizes
+from .bubbles import bpv_expected, bpv_monte_carlo
 from .engines import DecaEngine
 from .harness import DEFAULT_BASE, tile_batch
 from .kernels import kernel, kernel_from_matrix
@@ -122,7 +121,7 @@ def record(point, system, cm, tiles, seed, harness, counters):
     platform = platform_of(system)
     if point.is_file:
         # The first tiles only: their own windows and bytes.
-        kern = kernel_from_matrix(cm)
+        kern = kernel_from_matrix(cm, tiles=tiles)
         analytic = bpv_expected(W, L, cfg.q_bits, cfg.sparse, cm.density)
     else:
         scheme, density = parse_workload(point.workload)
@@ -134,7 +133,7 @@ def record(point, system, cm, tiles, seed, harness, counters):
         "key": point.key, "W": W, "L": L, "workload": point.workload, "scheme": cm.scheme,
         "density": float(cm.density), "mode": point.mode, "tiles": tiles, "seed": seed, "cycles": cycles,
         "cycles_per_tile": cycles / tiles, "vops": vops, "bubbles": bubbles, "bpv_measured": bubbles / vops,
-        "bpv_analytic": analytic, "bpv_masks": _masks_bpv(cm, tiles, W, L),
+        "bpv_analytic": analytic, "bpv_masks": bpv_monte_carlo(cm, W, L, tiles),
         "starve_cycles": counters["STARVE_CYCLES"], "backpressure_cycles": counters["BACKPRESSURE_CYCLES"],
         "busy_cycles": counters["BUSY_CYCLES"], "squashes": counters["SQUASHES"], "bytes_per_tile": nbytes / tiles,
         "lines_per_tile": lines / tiles, "lines_fetched": memory.lines_fetched, "lines_demanded": counters["LINES_DEMANDED"],
@@ -147,12 +146,6 @@ def record(point, system, cm, tiles, seed, harness, counters):
     }
     assert set(fields) == set(COLUMNS)
     return {name: fields[name] for name in COLUMNS} | {"system": system.as_dict()}
-
-
-def _masks_bpv(cm, tiles, W, L):
-    """The mean bpv of this matrix's own masks over its first ``tiles`` tiles: what the PE must count."""
-    windows = window_sizes(cm, W)[:tiles]
-    return float(np.mean(vop_cycles(windows, dequant_lanes(cm.config.q_bits, L)) - 1))
 
 
 def _stream_bytes(requests):

@@ -11,8 +11,9 @@ import json
 import pytest
 
 from deca.cli import main
-from deca.golden import compress, save
+from deca.golden import compress, load, save
 from deca.hw.layouts import LINE_BYTES
+from deca.sim.kernels import kernel_from_matrix
 from deca.sim.measure import Point, bpv_tolerance, workload_name
 from deca.sim.sweep import Campaign, code_digest
 from deca.sim.system import system
@@ -97,16 +98,23 @@ def test_deca_run_reports_both_modes_and_the_table4_comparison(tmp_path, capsys,
 def test_deca_run_on_a_users_matrix_and_resume(tmp_path, capsys, rng):
     path = tmp_path / "w.deca"
     save(compress(rng.standard_normal((32, 256)).astype("float32"), "nvfp4", density=0.3), path)
-    args = ("--W", "8", "--L", "4", "--matrix", str(path), "--tiles", "12", "--modes", "tepl",
+    args = ("--W", "32", "--L", "8", "--matrix", str(path), "--tiles", "12", "--modes", "tepl",
             "--out", str(tmp_path / "o"))
     code, text = run_cli(capsys, *args)
-    assert code == 0 and "W8L4-w-tepl" in (tmp_path / "o" / "results.csv").read_text()
-    rec = json.loads((tmp_path / "o" / "points" / "W8L4-w-tepl.json").read_text())
+    assert code == 0 and "W32L8-w-tepl" in (tmp_path / "o" / "results.csv").read_text()
+    rec = json.loads((tmp_path / "o" / "points" / "W32L8-w-tepl.json").read_text())
     assert rec["tiles"] == 12 and rec["scheme"] == "nvfp4"
+    # The prediction is of the 12 tiles the run read (of 16): memory-bound here, so their bytes,
+    # which differ from the whole matrix's, set it.
+    cm = load(path)
+    assert kernel_from_matrix(cm, tiles=12).bytes_per_tile == pytest.approx(rec["bytes_per_tile"])
+    assert kernel_from_matrix(cm).bytes_per_tile != pytest.approx(rec["bytes_per_tile"])
+    assert rec["predicted_bound"] == "MEM"
+    assert rec["predicted_cycles_per_tile"] == pytest.approx(rec["bytes_per_tile"] / rec["system"]["bytes_per_cycle"])
     # The same command again measures nothing new.
-    mtime = (tmp_path / "o" / "points" / "W8L4-w-tepl.json").stat().st_mtime_ns
+    mtime = (tmp_path / "o" / "points" / "W32L8-w-tepl.json").stat().st_mtime_ns
     assert run_cli(capsys, *args)[0] == 0
-    assert (tmp_path / "o" / "points" / "W8L4-w-tepl.json").stat().st_mtime_ns == mtime
+    assert (tmp_path / "o" / "points" / "W32L8-w-tepl.json").stat().st_mtime_ns == mtime
 
 
 def test_deca_run_with_squashes_delivers_every_tile(tmp_path, capsys, seed):

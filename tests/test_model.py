@@ -179,6 +179,31 @@ def test_monte_carlo_bpv_follows_the_hardware_element_order(rng):
     assert DecaEngine(32, 8).vo_tile(kernel_from_matrix(cm)) == pytest.approx(16 * 2.5)
 
 
+
+def test_kernel_of_the_first_tiles_counts_their_bytes_and_masks(rng):
+    """A run of the first n tiles reads their streams only (a scale block shared with later tiles
+    once) and sees their masks: two dense-ish tiles ahead of sparse ones, int4 with 128-element
+    groups, so scale blocks are shared across tiles."""
+    w = rng.standard_normal((16, 32 * 8)).astype(np.float32)
+    mask = np.zeros(w.shape, bool)
+    mask[:, :64] = True                      # tiles 0 and 1 fully stored
+    mask[:, 64:] = rng.random((16, 192)) < 0.1
+    cm = compress(w, "int4", mask=mask, group_size=128)
+    _, meta = cm.memory_image(base=0, align=1)
+    for n in (1, 2, 5, cm.num_tiles):
+        first = meta[:n]
+        scales = {(a, b) for a, b in zip(first["scale_addr"], first["scale_len"])}
+        expected = int(first["val_len"].sum() + first["mask_len"].sum()) + sum(b for _, b in scales)
+        assert kernel_from_matrix(cm, tiles=n).bytes_per_tile == pytest.approx(expected / n), n
+    assert kernel_from_matrix(cm, tiles=cm.num_tiles).bytes_per_tile == kernel_from_matrix(cm).bytes_per_tile
+    # Fully stored tiles: every W = 32 window holds 32 elements, ceil(32/8) - 1 = 3 bubbles for Q = 4
+    # with L = 2 (Lq = 8 lanes); the sparse tiles after them would bring the mean down.
+    assert DecaEngine(32, 2).bpv(kernel_from_matrix(cm, tiles=2)) == pytest.approx(3)
+    assert DecaEngine(32, 2).bpv(kernel_from_matrix(cm)) < 2
+    for bad in (0, cm.num_tiles + 1, 1.5, True):
+        with pytest.raises(ValueError, match="tiles must be 1..8"):
+            kernel_from_matrix(cm, tiles=bad)
+
 # Design-space exploration -------------------------------------------------------------------------
 
 
