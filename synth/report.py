@@ -68,6 +68,11 @@ def format_result(result):
     return "\n".join(lines)
 
 
+#: FpgaStats fields as the report names them.
+FPGA_FIELD_NAMES = {"luts": "LUT4/carry cells", "ffs": "FFs", "lutram": "LUT-RAM write ports", "bram": "DP16KD",
+                    "dsp": "MULT18X18D"}
+
+
 def format_fpga(f):
     """The FPGA line: each resource used of the device's, then fmax or why there is none."""
     def use(field, name):
@@ -82,10 +87,6 @@ def format_fpga(f):
             f"{used / available:.0%} of the {FPGA_FIELD_NAMES[field]}" for field, (used, available) in f.over().items())
     return f"FPGA, {f.device}, nextpnr out of context ({f.seconds:.0f} s): {resources}; {verdict}"
 
-
-#: FpgaStats fields as the report names them.
-FPGA_FIELD_NAMES = {"luts": "LUT4/carry cells", "ffs": "FFs", "lutram": "LUT-RAM write ports", "bram": "DP16KD",
-                    "dsp": "MULT18X18D"}
 
 SWEEP_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"),
