@@ -7,21 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
+from deca.args import group_size_arg, number_list
+from deca.errors import UsageError
+
 DEFAULT_RUN_SCHEMES = ("bf16", "bf8", "fp8e4m3", "mxfp4", "nvfp4", "int8", "int4", "int2", "nf4", "int1", "ternary")
 DEFAULT_RUN_DENSITIES = (1.0, 0.5, 0.2, 0.05)
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for; printed without a traceback."""
-
-
-def group_size_arg(text):
-    if text == "channel":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"group size must be an integer or 'channel', got {text!r}") from None
 
 
 def _codebook(text):
@@ -34,16 +24,6 @@ def _codebook(text):
         return [float(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"codebook must be comma-separated numbers or a .npy file, got {text!r}") from None
-
-
-def number_list(kind):
-    """argparse type for comma-separated numbers of ``kind`` (int or float)."""
-    def parse(text):
-        try:
-            return [kind(v) for v in text.split(",")]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s, got {text!r}") from None
-    return parse
 
 
 def _shape(text):
@@ -144,10 +124,10 @@ def build_parser():
     r.add_argument("--seed", type=int, help="random seed (default: fresh, printed)")
     r.set_defaults(func=cmd_roundtrip)
 
-    from deca.sim.measure_cli import add_measure_parsers
+    from deca.sim.measure.cli import add_measure_parsers
     add_measure_parsers(sub)
 
-    from deca.sim.model_cli import add_model_parser
+    from deca.sim.model.cli import add_model_parser
     add_model_parser(sub)
 
     from deca.synth.cli import add_synth_parser

@@ -33,6 +33,13 @@ SCALE_FORMAT_OF = {None: ScaleFormat.NONE, "bf16": ScaleFormat.BF16, "e8m0": Sca
                    "e4m3": ScaleFormat.E4M3}
 
 
+def config_fields(config):
+    """The runtime configuration of a golden ``TileConfig``: {q, sparse, scale_format, scale_group},
+    the values of ``ModeSignature``'s members (and, upper-cased, of the CONFIG register's fields)."""
+    return {"q": config.q_bits, "sparse": int(config.sparse), "scale_format": SCALE_FORMAT_OF[config.scale_format],
+            "scale_group": ScaleGroup.G16 if config.scale_group == 16 else ScaleGroup.G32}
+
+
 class ConfigSignature(wiring.Signature):
     """Runtime configuration as its source (the PE's registers) drives it; blocks take ``In(ConfigSignature())``.
 

@@ -68,6 +68,25 @@ class TileMux(wiring.Component):
         return m
 
 
+def mem_tag_bits(tags, loaders=LOADERS):
+    """Width of a memory tag: the loader's tag-table entry, and above it the loader's number."""
+    return (tags - 1).bit_length() + (loaders - 1).bit_length()
+
+
+def pe_signature(*, tags=32, addr_bits=48, id_bits=8, loaders=LOADERS):
+    """The PE's ports, which depend on neither W nor L (testbenches derive names and payloads from it)."""
+    tag_bits = mem_tag_bits(tags, loaders)
+    return wiring.Signature({
+        "tepl_req": In(stream.Signature(tepl_request_layout(addr_bits, id_bits))).array(loaders),
+        "tepl_resp": Out(stream.Signature(tepl_response_layout(id_bits))),
+        "mem_req": Out(stream.Signature(mem_request_layout(addr_bits, tag_bits))),
+        "mem_resp": In(stream.Signature(mem_response_layout(tag_bits), always_ready=True)),
+        "pf_req": Out(stream.Signature(prefetch_layout(addr_bits))),
+        "cfg": In(RegisterBusSignature()),
+        "squash": In(1),
+    })
+
+
 class PE(wiring.Component):
     def __init__(self, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8):
         try:
@@ -77,18 +96,9 @@ class PE(wiring.Component):
             raise
         self.W, self.L = W, L
         self.tags, self.sqq_bytes, self.addr_bits, self.id_bits = tags, sqq_bytes, addr_bits, id_bits
-        self.tag_bits = 1 + (tags - 1).bit_length()
-        self.registers = registers(W=W, L=L, tag_bits=self.tag_bits - 1, sqq_log2=sqq_bytes.bit_length() - 1,
+        self.registers = registers(W=W, L=L, tag_bits=(tags - 1).bit_length(), sqq_log2=sqq_bytes.bit_length() - 1,
                                    id_bits=id_bits)
-        super().__init__({
-            "tepl_req": In(stream.Signature(tepl_request_layout(addr_bits, id_bits))).array(LOADERS),
-            "tepl_resp": Out(stream.Signature(tepl_response_layout(id_bits))),
-            "mem_req": Out(stream.Signature(mem_request_layout(addr_bits, self.tag_bits))),
-            "mem_resp": In(stream.Signature(mem_response_layout(self.tag_bits))),
-            "pf_req": Out(stream.Signature(prefetch_layout(addr_bits))),
-            "cfg": In(RegisterBusSignature()),
-            "squash": In(1),
-        })
+        super().__init__(pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits))
 
     def elaborate(self, platform):
         m = Module()
@@ -179,7 +189,6 @@ class PE(wiring.Component):
             self.mem_req.valid.eq(chosen(lambda r: r.valid) & ~squash),
             self.mem_req.payload.addr.eq(chosen(lambda r: r.payload.addr)),
             self.mem_req.payload.tag.eq(Cat(chosen(lambda r: r.payload.tag), pick)),
-            self.mem_resp.ready.eq(1),
         ]
         tag = self.mem_resp.payload.tag
         for i, loader in enumerate(loaders):

@@ -5,10 +5,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from deca.cli import UsageError, number_list
+from deca.args import number_list
+from deca.errors import UsageError
 from deca.hw.params import W_CHOICES, check_params
-from deca.sim import paper
-from deca.sim.model_cli import L_GRID
+from deca.sim.model import paper
+from deca.sim.model.cli import L_GRID
 from deca.toolchain import ToolError
 
 from .blocks import PAPER_POINT

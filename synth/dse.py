@@ -1,14 +1,14 @@
-"""Throughput per area: the Roof-Surface exploration of ``deca.sim.dse`` with the synthesized
+"""Throughput per area: the Roof-Surface exploration of ``deca.sim.model.dse`` with the synthesized
 transistor counts as its hardware cost, and measured throughput from a ``deca sweep`` folder."""
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from deca.sim.dse import best_value, choose, explore
-from deca.sim.kernels import TABLE2_KERNELS, parse_kernels
-from deca.sim.measure_report import design_rows
-from deca.sim.platform import get_platform
+from deca.sim.model.dse import best_value, choose, explore
+from deca.sim.model.kernels import TABLE2_KERNELS, parse_kernels
+from deca.sim.measure.records import design_rows
+from deca.sim.model.platform import get_platform
 
 #: The records of a ``deca sweep`` folder (one per design and workload).
 MEASURED_FILE = "results.json"

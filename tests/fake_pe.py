@@ -1,11 +1,15 @@
-"""A behavioural DECA PE in Python behind the ``deca.sim.harness`` Bus protocol, and helpers that run
+"""A behavioural DECA PE in Python behind the ``deca.sim.bench.bus`` Bus protocol, and helpers that run
 it through the Harness without a simulator (shared by test_harness.py and test_system.py)."""
 
 from collections import deque
 
 from deca.golden import FormatError, decompress_tile
 from deca.hw.layouts import LINE_BYTES, ErrorReason
-from deca.sim.harness import INPUTS, OUTPUTS, CoreModel, Harness, MemoryModel, PePorts, Scoreboard
+from deca.sim.bench.cores import CoreModel
+from deca.sim.bench.harness import Harness
+from deca.sim.bench.memory import MemoryModel
+from deca.sim.bench.ports import PePorts
+from deca.sim.bench.scoreboard import Scoreboard
 
 
 class _Tepl:
@@ -22,8 +26,8 @@ class FakePE:
 
     def __init__(self, config, ports, corrupt=None, stuck=False):
         self.config, self.ports, self.corrupt, self.stuck = config, ports, corrupt, stuck
-        self.inputs, self.out = dict.fromkeys(INPUTS, 0), {}
-        self.loaders, self.order = [None, None], deque()
+        self.inputs, self.out = dict.fromkeys(ports.inputs, 0), {}
+        self.loaders, self.order = [None] * ports.loaders, deque()
         self.reads, self.prefetches = deque(), deque()  # (tepl, line address) to request; line addresses
         self.tags = {}  # tag -> (tepl, line address) at the memory; a squash leaves them stale
         self.row = 0
@@ -35,8 +39,7 @@ class FakePE:
         return self.out[name]
 
     async def settle(self):
-        p, out = self.ports, dict.fromkeys(OUTPUTS, 0)
-        out["mem_resp__ready"] = 1
+        p, out = self.ports, dict.fromkeys(self.ports.outputs, 0)
         for i, loader in enumerate(self.loaders):
             out[f"tepl_req__{i}__ready"] = int(loader is None)
         if self.reads:
@@ -76,7 +79,7 @@ class FakePE:
                 done = self.order.popleft()
                 self.loaders[self.loaders.index(done)] = None
                 self.row = 0
-        port = next((k for k in (0, 1) if i[f"tepl_req__{k}__valid"] and out[f"tepl_req__{k}__ready"]), None)
+        port = next((k for k in range(p.loaders) if i[f"tepl_req__{k}__valid"] and out[f"tepl_req__{k}__ready"]), None)
         if port is not None:
             self._accept(port, p.tepl_req.unpack(i[f"tepl_req__{port}__payload"]))
 

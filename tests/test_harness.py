@@ -1,4 +1,4 @@
-"""The pure-Python PE harness (deca.sim.harness): payload packing against Amaranth's own layouts, the
+"""The pure-Python PE harness (deca.sim.bench): payload packing against Amaranth's own layouts, the
 memory, core and scoreboard models, the watchdog, and whole runs against a behavioural fake PE that
 follows the port contract."""
 
@@ -18,12 +18,15 @@ from deca.hw.layouts import (
     tepl_response_layout,
 )
 from deca.hw.registers import REGISTER_ADDR, field_value
-from deca.sim.harness import (
-    INPUTS, AmaranthBus, CoreModel, Hang, Harness, MemoryModel, Mismatch, Packer, PePorts, ProtocolError,
-    Request, Scoreboard, UnresolvedValue, bubble_cycles, config_word, configure, malformed_requests, read_regs,
-    tile_batch, write_reg,
-)
-from deca.sim.workloads import workloads
+from deca.sim.bench.bus import AmaranthBus, Hang, Mismatch, ProtocolError, UnresolvedValue
+from deca.sim.bench.cores import CoreModel
+from deca.sim.bench.harness import Harness
+from deca.sim.bench.memory import MemoryModel
+from deca.sim.bench.ports import Packer, PePorts
+from deca.sim.bench.registers import config_word, configure, read_regs, write_reg
+from deca.sim.bench.scoreboard import Scoreboard
+from deca.sim.bench.stimulus import Request, malformed_requests, tile_batch, workloads
+from deca.sim.model.bubbles import tile_cycles
 from fake_pe import drive, run_fake
 
 LAYOUTS = [tepl_request_layout(48, 8), tepl_response_layout(8), mem_request_layout(48, 6), mem_response_layout(6),
@@ -365,7 +368,7 @@ class StuckBus:
         self.cycle, self.x_at = 0, x_at
 
     def set(self, name, value):
-        assert name in INPUTS
+        assert name in PePorts().inputs
 
     def get(self, name):
         if self.x_at is not None and self.cycle >= self.x_at and name == "mem_req__payload":
@@ -460,14 +463,14 @@ def test_fake_pe_corrupted_row_is_caught(matrices, rng):
         run_fake(batch, rng, pe_kwargs={"corrupt": 6})
 
 
-def test_bubble_cycles():
+def test_tile_cycles():
     dense = compress(np.ones((16, 32), np.float32), "int8")
     # W = 32, L = 4, Q = 8: Lq = 4, so each of the 16 vOps takes 8 cycles: 7 bubbles each.
-    assert bubble_cycles(b"", 8, 32, 4) == 16 * 7
+    assert tile_cycles(b"", 8, 32, 4) == 16 * 8
     half = np.zeros(64, np.uint8)
     half[:32] = 0xFF  # rows 0..7 stored
     # Q = 4 at L = 4: Lq = 16; full vOps of W = 32 take 2 cycles, empty ones 1 (no bubble).
-    assert bubble_cycles(half.tobytes(), 4, 32, 4) == 8
+    assert tile_cycles(half.tobytes(), 4, 32, 4) == 16 + 8
     assert config_word(dense.config) == field_value("CONFIG", Q=8, SCALE_FORMAT=1)
 
 

@@ -7,8 +7,8 @@ from amaranth.sim import Simulator
 
 from deca.hw.datapath import PIPELINE_FILL, Datapath
 from deca.hw.params import ParameterError
-from deca.sim.datapath_bench import TileJob, configure, run_datapath
-from deca.sim.workloads import workloads
+from deca.sim.bench.datapath_bench import TileJob, configure, run_datapath
+from deca.sim.bench.stimulus import workloads
 
 DESIGNS = [(8, 4), (16, 4), (32, 8), (64, 64)]
 

@@ -1,4 +1,4 @@
-"""The PE regression of ``deca.sim.pe_bench`` on the Amaranth simulator: the same procedures that
+"""The PE regression of ``deca.sim.bench.pe_bench`` on the Amaranth simulator: the same procedures that
 tests/test_pe_rtl.py runs on Icarus and Verilator, here without a Verilog build."""
 
 import pytest
@@ -6,8 +6,8 @@ from amaranth.sim import Simulator
 
 from deca.hw.params import ParameterError
 from deca.hw.pe import PE
-from deca.sim.harness import AmaranthBus
-from deca.sim.pe_bench import PROCEDURES, Bench
+from deca.sim.bench.bus import AmaranthBus
+from deca.sim.bench.pe_bench import PROCEDURES, Bench
 
 #: Every scheme (codebooks of Q = 3, 5 and 8) at three densities, and a few at two.
 ALL = {"densities": [1, 0.2, 0], "codebook_sizes": [5, 20, 200]}

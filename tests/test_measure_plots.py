@@ -1,11 +1,11 @@
-"""Plots of RTL measurement records (deca.sim.measure_plots) on small synthetic records."""
+"""Plots of RTL measurement records (deca.sim.measure.plots) on small synthetic records."""
 
 import matplotlib.image
 import pytest
 
-from deca.sim import measure_plots as mp
-from deca.sim.measure import COLUMNS
-from deca.sim.platform import get_platform
+from deca.sim.measure import plots as mp
+from deca.sim.measure.records import COLUMNS
+from deca.sim.model.platform import get_platform
 
 TABLE4 = {1.0: (93, 18, 75), 0.5: (92, 28, 71), 0.2: (91, 53, 63), 0.05: (73, 79, 87)}
 
@@ -83,11 +83,11 @@ def test_plot_modes(records, tmp_path):
         mp.plot_modes([r for r in records if r["mode"] == "tepl"], tmp_path / "none.png")
 
 
-# The report's tables (deca.sim.measure_report) on the same records ---------------------------------
+# The report's tables (deca.sim.measure.report) on the same records ---------------------------------
 
 
 def test_table4_rows_take_the_papers_design_and_the_largest_gap(records):
-    from deca.sim.measure_report import table4_rows
+    from deca.sim.measure.report import table4_rows
 
     rows = table4_rows(records)
     assert {(r["W"], r["L"]) for r in rows} == {(32, 8)} and len(rows) == 4  # one design of three
@@ -98,7 +98,8 @@ def test_table4_rows_take_the_papers_design_and_the_largest_gap(records):
 
 
 def test_modes_design_rows_and_outliers(records):
-    from deca.sim.measure_report import bpv_outliers, design_rows, modes_rows
+    from deca.sim.measure.records import design_rows
+    from deca.sim.measure.report import bpv_outliers, modes_rows
 
     for row in modes_rows(records):
         by = {(r["W"], r["L"], r["workload"], r["mode"]): r for r in records}

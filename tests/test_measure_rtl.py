@@ -13,10 +13,11 @@ import pytest
 from deca.cli import main
 from deca.golden import compress, load, save
 from deca.hw.layouts import LINE_BYTES
-from deca.sim.kernels import kernel_from_matrix
-from deca.sim.measure import Point, bpv_tolerance, workload_name
-from deca.sim.sweep import Campaign, code_digest
-from deca.sim.system import system
+from deca.sim.model.kernels import kernel_from_matrix
+from deca.sim.bench.system import system
+from deca.sim.measure.campaign import Campaign, code_digest
+from deca.sim.measure.point import Point, workload_name
+from deca.sim.measure.records import bpv_tolerance
 
 #: The reduced grid of CI: the sweep's schemes and densities on the two default test designs.
 DESIGNS = [(8, 4), (32, 8)]

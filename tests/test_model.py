@@ -17,12 +17,12 @@ from deca.cli import main  # noqa: E402
 from deca.golden import SCHEMES, compress, save  # noqa: E402
 from deca.golden.format import Q_BITS  # noqa: E402
 from deca.hw.params import W_CHOICES, ParameterError, dequant_lanes  # noqa: E402
-from deca.sim.bubbles import bpv_expected, bpv_monte_carlo  # noqa: E402
-from deca.sim.dse import choose, design_grid, explore, placeholder_cost, speedup  # noqa: E402
-from deca.sim.engines import SOFTWARE_CYCLES_PER_TILE, DecaEngine, SoftwareEngine  # noqa: E402
-from deca.sim.kernels import kernel, kernel_from_matrix  # noqa: E402
-from deca.sim.platform import PRESETS, Platform, get_platform, load_platforms  # noqa: E402
-from deca.sim.roof import eq3, predict, roof_surface  # noqa: E402
+from deca.sim.model.bubbles import bpv_expected, bpv_monte_carlo  # noqa: E402
+from deca.sim.model.dse import choose, design_grid, explore, placeholder_cost, speedup  # noqa: E402
+from deca.sim.model.engines import SOFTWARE_CYCLES_PER_TILE, DecaEngine, SoftwareEngine  # noqa: E402
+from deca.sim.model.kernels import kernel, kernel_from_matrix  # noqa: E402
+from deca.sim.model.platform import PRESETS, Platform, get_platform, load_platforms  # noqa: E402
+from deca.sim.model.roof import eq3, predict, roof_surface  # noqa: E402
 
 HBM = PRESETS["spr-hbm"]
 

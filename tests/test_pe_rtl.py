@@ -1,4 +1,4 @@
-"""The generated PE's Verilog under cocotb (tests/pe_tb.py), on Verilator and Icarus: every tile bit
+"""The generated PE's Verilog under cocotb (deca.sim.bench.pe_tb), on Verilator and Icarus: every tile bit
 for bit against the golden model through a rough core and memory, malformed metadata, squashes,
 and the performance counters against what the models observed.
 
@@ -12,7 +12,7 @@ import pytest
 
 from deca.golden import SCHEMES
 from deca.hw.generate import top_name
-from deca.sim.rtl_runner import run
+from deca.sim.bench.runner import run
 
 DESIGNS = [(8, 4), (32, 8), (64, 64)]
 #: The default run's schemes: raw BF16, Q = 8 without scales, Q = 4 with E4M3 scales per 16, Q = 2
@@ -28,7 +28,7 @@ def run_pe(request, sim, W, L, seed, testcase, **params):
     name = re.sub(r"[^\w.-]+", "_", request.node.name)
     print(f"{sim} W={W} L={L} {testcase}: seed {seed}")
     verilog = request.getfixturevalue("generated")(W, L)
-    run(sim, [verilog], top_name("pe", W, L), "pe_tb", Path(__file__).parent, testcase=testcase,
+    run(sim, [verilog], top_name("pe", W, L), "deca.sim.bench.pe_tb", Path(__file__).parent, testcase=testcase,
         params={"W": W, "L": L, "seed": seed, **params}, run_name=name, seed=seed)
 
 

@@ -4,7 +4,7 @@ X/Z detection and register helpers work."""
 
 import pytest
 
-from deca.sim.rtl_runner import BUILD_ROOT, SIMULATORS, CocotbFailure, build_dir, run
+from deca.sim.bench.runner import BUILD_ROOT, SIMULATORS, CocotbFailure, build_dir, run
 
 #: ``steady`` is written the way Yosys writes Amaranth's combinational logic: an ``always @*`` with
 #: a trigger that must run it at time 0 although its inputs never change.
@@ -35,8 +35,9 @@ import random
 
 import cocotb
 
-from deca.sim.cocotb_bus import reset, start, tb_params
-from deca.sim.harness import UnresolvedValue, read_regs, write_reg
+from deca.sim.bench.cocotb_bus import reset, start, tb_params
+from deca.sim.bench.bus import UnresolvedValue
+from deca.sim.bench.registers import read_regs, write_reg
 
 
 @cocotb.test()

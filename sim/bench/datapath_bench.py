@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deca.golden.format import TILE_ELEMS, mask_bits
+from deca.golden.format import TILE_ELEMS
 from deca.golden.matrix import decompress_tile
-from deca.hw.layouts import SCALE_FORMAT_OF, ScaleGroup, value_beat_bits
-from deca.hw.params import dequant_lanes, vop_cycles
+from deca.hw.layouts import config_fields, value_beat_bits
+from deca.sim.model.bubbles import tile_cycles
 
 
 @dataclass
@@ -32,30 +32,18 @@ class TileJob:
         beat_bytes = value_beat_bits(W, L) // 8
         beats = [(int.from_bytes(values[i:i + beat_bytes], "little"), len(values[i:i + beat_bytes]))
                  for i in range(0, len(values), beat_bytes)]
-        bits = mask_bits(np.frombuffer(mask, np.uint8)) if cfg.sparse else np.ones(TILE_ELEMS, bool)
-        windows = bits.reshape(-1, W).sum(axis=1)
         return cls(
             mask=int.from_bytes(mask, "little"),
             value_beats=beats,
             scale_beat=int.from_bytes(scales, "little") if cfg.scale_format else None,
             chunks=decompress_tile(values, mask, scales, cfg).reshape(-1, W),
-            cycles=int(vop_cycles(windows, dequant_lanes(cfg.q_bits, L)).sum()),
+            cycles=tile_cycles(mask, cfg.q_bits, W, L),
         )
-
-
-def config_values(cfg):
-    """Values of the datapath's static config ports for a golden ``TileConfig``."""
-    return {
-        "q": cfg.q_bits,
-        "sparse": int(cfg.sparse),
-        "scale_format": SCALE_FORMAT_OF[cfg.scale_format],
-        "scale_group": ScaleGroup.G16 if cfg.scale_group == 16 else ScaleGroup.G32,
-    }
 
 
 async def configure(ctx, dut, cfg, lut_entries=None):
     """Set Q, mode and scaling, then write the LUT (all entries the codebook uses, one per cycle)."""
-    for name, value in config_values(cfg).items():
+    for name, value in config_fields(cfg).items():
         ctx.set(getattr(dut.cfg, name), value)
     if cfg.q_bits == 16:
         return

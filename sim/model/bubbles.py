@@ -28,12 +28,21 @@ def bpv_binomial(W, lanes, density):
     return float(np.sum(k * (binom.cdf((k + 1) * lanes, W, density) - binom.cdf(k * lanes, W, density))))
 
 
-def window_sizes(cm, W):
-    """Wnd of every vOp of every tile of a compressed matrix, shape (tiles, 512/W)."""
-    if cm.masks is None:
-        return np.full((cm.num_tiles, vops_per_tile(W)), W)
+def window_sizes(masks, W, tiles=None):
+    """Wnd of every vOp of each tile, shape (tiles, 512/W): ``masks`` is (tiles, 64) bitmask bytes, or
+    None for dense tiles (then ``tiles`` says how many)."""
+    if masks is None:
+        return np.full((tiles, vops_per_tile(W)), W)
+    masks = np.asarray(masks, np.uint8).reshape(-1, TILE_ELEMS // 8)
     # The mask bit order is the order the PE consumes elements: vOp v covers elements [vW, (v+1)W).
-    return mask_bits(cm.masks).reshape(cm.num_tiles, TILE_ELEMS // W, W).sum(axis=2)
+    return mask_bits(masks).reshape(len(masks), TILE_ELEMS // W, W).sum(axis=2)
+
+
+def tile_cycles(mask, q_bits, W, L):
+    """Dequantization cycles of one tile (``mask``: its bitmask bytes, empty when dense): the sum over
+    its vOps of max(1, ceil(Wnd / Lq)); minus 512/W, its bubbles."""
+    windows = window_sizes(np.frombuffer(mask, np.uint8) if mask else None, W, tiles=1)
+    return int(vop_cycles(windows, dequant_lanes(q_bits, L)).sum())
 
 
 def bpv_monte_carlo(cm, W, L, tiles=None):
@@ -41,7 +50,9 @@ def bpv_monte_carlo(cm, W, L, tiles=None):
     of its first ``tiles`` tiles."""
     check_params(W, L)
     lanes = dequant_lanes(cm.config.q_bits, L)
-    return float(np.mean(vop_cycles(window_sizes(cm, W)[:tiles], lanes) - 1))
+    masks = None if cm.masks is None else cm.masks[:tiles]
+    count = len(masks) if masks is not None else min(cm.num_tiles, tiles or cm.num_tiles)
+    return float(np.mean(vop_cycles(window_sizes(masks, W, count), lanes) - 1))
 
 
 def bpv_expected(W, L, q_bits, sparse, density):

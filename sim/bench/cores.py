@@ -1,9 +1,7 @@
-"""The system around one DECA PE for measurements: a core running a compressed GeMM and the memory
-of a Roof-Surface platform (paper, sections 5.2, 5.3 and 7.1).
+"""Models of the core's side of the TEPL ports.
 
-Both cores keep the port contract of ``deca.sim.harness.CoreModel`` (the Harness drives them), so
-every measured run is also a checked run: bit-exact tiles and cross-checked counters.
-
+- ``CoreModel``: issues a list of requests on the free ports, takes completions, squashes at
+  random or at given cycles; the roughness the regression wants (back-pressure, squashes).
 - ``TeplCore`` (paper, Fig. 9): one TEPL and one TComp per weight tile. TEPLs enter the TEPL queue
   in program order and are issued to a free port ``link_latency`` cycles later, speculatively and
   out of order with the TComps; a tile reaches the core ``link_latency`` cycles after its last
@@ -14,30 +12,102 @@ every measured run is also a checked run: bit-exact tiles and cross-checked coun
   the paper describes, so every core-DECA crossing (``link_latency`` each way) is exposed. The
   store of tile i's metadata goes out after the TComp of tile i - 2, so at most two tiles are in
   the PE, one per loader. The PE's completion port stays not-ready except while a tile load runs.
+
+All keep the same port contract, so the Harness drives any of them and every measured run is also
+a checked run: bit-exact tiles and cross-checked counters.
 """
 
 import math
 from collections import deque
-from dataclasses import asdict, dataclass
 
-from .harness import CoreModel
-from .platform import TMUL_CYCLES, get_platform
-from .roof import tile_ops_per_weight_tile
+from deca.hw.layouts import ErrorReason
+from deca.hw.pe import LOADERS
+
+from deca.sim.model.platform import TMUL_CYCLES
 
 TEPL_QUEUE = 8
 MODES = ("tepl", "store")
 #: Cycles between the core and DECA, one way (a TEPL or store reaching a loader, a tile or an
 #: acknowledgement coming back). The paper gives no number; this is an L1-to-L2-like distance.
 LINK_LATENCY = 8
-#: L2 hit latency of a DECA line read, in cycles (Sapphire Rapids' L2 is about 16 cycles).
-HIT_LATENCY = (14, 18)
-#: Latency of a line fetched from memory, from the request to its arrival in L2, in cycles: 40 to
-#: 56 ns at 2.5 GHz. The paper does not give its simulator's; longer latencies are measured in the
-#: README (at 200-260 cycles, prefetching 5 tiles ahead no longer hides them below 20% density).
-MISS_LATENCY = (100, 140)
 
 
-def _check_cycles(name, value, low=0):
+class CoreModel:
+    """The core's side of the TEPL ports: issues requests, takes completions, squashes.
+
+    A pending request goes to a free port (one whose previous request was accepted) with the next
+    id, and stays there until accepted. ``resp_backpressure``: probability that tepl_resp.ready is
+    low. Squashes come in the cycles of ``squash_at`` (cycles of the run) and, with probability
+    ``squash_prob``, in any cycle with a request in flight; every request squashed is reissued
+    with a fresh id, in the original order ahead of the pending ones, with probability ``reissue``,
+    and dropped for good (a wrong path) otherwise.
+
+    Counts what the PE's counters must show: ``busy_cycles`` (a request accepted in an earlier
+    cycle was not completed before this one), ``backpressure_cycles``, ``tiles``, ``errors``,
+    ``squash_cycles``.
+    """
+
+    def __init__(self, requests, rng, *, loaders=LOADERS, id_bits=8, resp_backpressure=0.0, squash_at=(),
+                 squash_prob=0.0, reissue=1.0):
+        self.requests = list(requests)
+        for index, request in enumerate(self.requests):
+            request.index = index
+        self.rng = rng
+        self.id_limit = 1 << id_bits
+        self.resp_backpressure, self.squash_prob, self.reissue = resp_backpressure, squash_prob, reissue
+        self.squash_at = set(squash_at)
+        self.pending = deque(self.requests)
+        self.ports = [None] * loaders  # (id, request) presented and not accepted yet
+        self.next_id = 0
+        self.delivered, self.dropped = [], []
+        self.busy_cycles = self.backpressure_cycles = self.tiles = self.errors = self.squash_cycles = 0
+
+    @property
+    def done(self):
+        return not self.pending and not any(self.ports)
+
+    def start_cycle(self, cycle):
+        """Called at the start of every cycle of a run, before the core drives the ports."""
+        self.fill_ports()
+
+    def fill_ports(self):
+        for port, slot in enumerate(self.ports):
+            if slot is None and self.pending:
+                self.ports[port] = (self.next_id, self.pending.popleft())
+                self.next_id = (self.next_id + 1) % self.id_limit
+
+    def squash_now(self, cycle, in_flight):
+        return cycle in self.squash_at or bool(in_flight and self.squash_prob and self.rng.random() < self.squash_prob)
+
+    def resp_ready(self):
+        return not (self.resp_backpressure and self.rng.random() < self.resp_backpressure)
+
+    def accept(self, port):
+        """The request on ``port`` was accepted; returns (id, request)."""
+        slot, self.ports[port] = self.ports[port], None
+        return slot
+
+    def completed(self, request):
+        if isinstance(request.expected, ErrorReason):
+            self.errors += 1
+        else:
+            self.tiles += 1
+            self.delivered.append(request)
+
+    def squash(self, in_flight):
+        """Abort ``in_flight`` (accepted requests) and the presented ones; reissue or drop each."""
+        aborted = sorted([*in_flight, *(slot[1] for slot in self.ports if slot)], key=lambda r: r.index)
+        self.ports = [None] * len(self.ports)
+        self.squash_cycles += 1
+        reissued = []
+        for request in aborted:
+            (reissued if self.rng.random() < self.reissue else self.dropped).append(request)
+        self.pending.extendleft(reversed(reissued))
+        return aborted
+
+
+
+def check_cycles(name, value, low=0):
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an integer number of cycles >= {low}, got {value!r}")
 
@@ -47,15 +117,15 @@ class _GemmCore(CoreModel):
 
     def __init__(self, requests, rng, *, tmul_cycles=TMUL_CYCLES, link_latency=LINK_LATENCY, **kwargs):
         super().__init__(requests, rng, **kwargs)
-        _check_cycles("TMUL cycles per tile", tmul_cycles, 1)
-        _check_cycles("link latency", link_latency)
+        check_cycles("TMUL cycles per tile", tmul_cycles, 1)
+        check_cycles("link latency", link_latency)
         self.tmul_cycles, self.link_latency = tmul_cycles, link_latency
         self.pending.clear()  # requests become pending when the program reaches them
         self.cycle = 0
         self.arrive = {}  # request index -> cycle its tile (or error) is at the core
         self.accepted = set()  # indices of requests the PE accepted
         self.tmul_busy = 0  # cycles the TMUL works
-        self.executing = [None, None]  # the request each port's loader works on
+        self.executing = [None] * len(self.ports)  # the request each port's loader works on
 
     def start_cycle(self, cycle):
         self.cycle = cycle
@@ -88,7 +158,7 @@ class _GemmCore(CoreModel):
         self.arrive[request.index] = self.cycle + 1 + self.link_latency
 
     def squash(self, in_flight):
-        self.executing = [None, None]
+        self.executing = [None] * len(self.ports)
         return super().squash(in_flight)
 
 
@@ -97,7 +167,7 @@ class TeplCore(_GemmCore):
 
     def __init__(self, requests, rng, *, queue=TEPL_QUEUE, **kwargs):
         super().__init__(requests, rng, **kwargs)
-        _check_cycles("TEPL queue entries", queue, 1)
+        check_cycles("TEPL queue entries", queue, 1)
         self.queue = queue
         self.program = deque(self.requests)  # not in the TEPL queue yet
         self.tmul_order = deque(self.requests)
@@ -200,62 +270,3 @@ def gemm_core(mode, requests, rng, **kwargs):
     raise ValueError(f"invocation mode must be one of {', '.join(MODES)}, got {mode!r}")
 
 
-@dataclass(frozen=True)
-class System:
-    """Everything around the PE that a measurement depends on, JSON-able (``asdict``)."""
-
-    platform: str = "spr-hbm"
-    cores: int = 56  # of the platform, for its TFLOPS
-    freq_hz: float = 2.5e9
-    bytes_per_cycle: float = 0.0  # one core's share of the memory bandwidth
-    hit_latency: tuple = HIT_LATENCY
-    miss_latency: tuple = MISS_LATENCY
-    link_latency: int = LINK_LATENCY
-    tepl_queue: int = TEPL_QUEUE
-    batch: int = 1
-    prefetch_degree: int = 5
-    squash_prob: float = 0.0  # TEPL mode: chance per cycle with a TEPL in flight of a squash (all reissued)
-
-    def __post_init__(self):
-        for name in ("hit_latency", "miss_latency"):  # JSON gives lists
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if not self.bytes_per_cycle > 0:
-            raise ValueError(f"memory bandwidth must be positive, got {self.bytes_per_cycle!r} bytes per cycle")
-        for name in ("hit_latency", "miss_latency"):
-            lo, hi = getattr(self, name)
-            _check_cycles(name.replace("_", " "), lo)
-            _check_cycles(name.replace("_", " "), hi, lo)
-        _check_cycles("link latency", self.link_latency)
-        _check_cycles("TEPL queue entries", self.tepl_queue, 1)
-        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or not 1 <= self.batch <= 16:
-            raise ValueError(f"batch N must be an integer in 1..16 (one TMUL operation per weight tile), "
-                             f"got {self.batch!r}")
-        if isinstance(self.prefetch_degree, bool) or self.prefetch_degree not in range(16):
-            raise ValueError(f"prefetch degree must be an integer in 0..15, got {self.prefetch_degree!r}")
-        if isinstance(self.squash_prob, bool) or not isinstance(self.squash_prob, (int, float)) \
-                or not 0 <= self.squash_prob < 1:
-            raise ValueError(f"squash probability must be a number in [0, 1), got {self.squash_prob!r}")
-
-    @property
-    def tmul_cycles(self):
-        return TMUL_CYCLES * tile_ops_per_weight_tile(self.batch)
-
-    def memory_kwargs(self):
-        """MemoryModel keyword arguments: in-order, always ready, with this bandwidth and these latencies."""
-        return {"miss_latency": list(self.miss_latency), "hit_latency": list(self.hit_latency),
-                "bytes_per_cycle": self.bytes_per_cycle, "reorder": False}
-
-    def core_kwargs(self, mode):
-        return {"tmul_cycles": self.tmul_cycles, "link_latency": self.link_latency,
-                **({"queue": self.tepl_queue, "squash_prob": self.squash_prob} if mode == "tepl" else {})}
-
-    def as_dict(self):
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-
-
-def system(platform="spr-hbm", platforms_file=None, *, bandwidth=None, **kwargs):
-    """A System whose memory bandwidth is each core's share of ``platform``'s (``bandwidth``
-    overrides it, in bytes per cycle); ``kwargs``: the other System fields."""
-    p = get_platform(platform, platforms_file)
-    share = p.mem_bw / p.cycles_per_s if bandwidth is None else bandwidth
-    return System(platform=p.name, cores=p.cores, freq_hz=p.freq_hz, bytes_per_cycle=share, **kwargs)

@@ -25,7 +25,7 @@ def _signature(pred, n):
     return pred.ai_xm * reuse, pred.ai_xv * reuse
 
 
-def _limits(values, pivot):
+def axis_limits(values, pivot):
     """Log-axis limits covering the finite values and the region corner ``pivot``, with margin."""
     finite = [v for v in values if math.isfinite(v)] + [pivot]
     return min(finite) / 4, max(finite) * 4
@@ -38,7 +38,7 @@ def _regions(platform, x, y):
     return sum(i * (bound == r) for i, r in enumerate(REGIONS))
 
 
-def _bord_axes(ax, platform, preds, n, xlim, ylim, title):
+def bord_axes(ax, platform, preds, n, xlim, ylim, title):
     xs = np.geomspace(*xlim, GRID)
     ys = np.geomspace(*ylim, GRID)
     X, Y = np.meshgrid(xs, ys)
@@ -73,8 +73,8 @@ def plot_bord(platform, panels, path, n=16):
     """
     preds = [p for _, ps in panels for p in ps]
     sig = [_signature(p, n) for p in preds]
-    xlim = _limits([x for x, _ in sig], platform.mos / platform.mem_bw)
-    ylim = _limits([y for _, y in sig], platform.mos / platform.cycles_per_s)
+    xlim = axis_limits([x for x, _ in sig], platform.mos / platform.mem_bw)
+    ylim = axis_limits([y for _, y in sig], platform.mos / platform.cycles_per_s)
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
     fig = Figure(figsize=(6.5 * cols, 5.5 * rows), layout="constrained")
@@ -82,7 +82,7 @@ def plot_bord(platform, panels, path, n=16):
     for ax in axes[len(panels):]:
         ax.set_axis_off()
     for ax, (title, ps) in zip(axes, panels):
-        _bord_axes(ax, platform, ps, n, xlim, ylim, title)
+        bord_axes(ax, platform, ps, n, xlim, ylim, title)
     fig.suptitle(f"Bounding Region Diagram, {platform.describe()}, N = {n}", fontsize=10)
     fig.savefig(path, dpi=130)
     return path
@@ -93,8 +93,8 @@ def plot_surface(platform, panels, path, n=16):
     with each panel's kernels as points on it; writes a PNG."""
     preds = [p for _, ps in panels for p in ps]
     sig = [_signature(p, n) for p in preds]
-    xlim = _limits([x for x, _ in sig], platform.mos / platform.mem_bw)
-    ylim = _limits([y for _, y in sig], platform.mos / platform.cycles_per_s)
+    xlim = axis_limits([x for x, _ in sig], platform.mos / platform.mem_bw)
+    ylim = axis_limits([y for _, y in sig], platform.mos / platform.cycles_per_s)
     lx, ly = np.meshgrid(np.linspace(*np.log10(xlim), 60), np.linspace(*np.log10(ylim), 60))
     reuse = tile_ops_per_weight_tile(n)
     # The surface is drawn in the plane of the scaled AIs, so take it at N's FLOPS per operation.

@@ -5,7 +5,7 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from deca.cli import group_size_arg, number_list
+from deca.args import group_size_arg, number_list
 from deca.golden.summary import format_table
 from deca.hw.params import W_CHOICES
 
@@ -40,7 +40,7 @@ def _sw_cycles(text):
 def _add_common(p, kernels=False):
     g = p.add_argument_group("platform")
     g.add_argument("--platform", default="spr-hbm", help=f"preset ({', '.join(PRESETS)}) or a name in --platforms")
-    g.add_argument("--platforms", type=Path, metavar="TOML", help="TOML file of user platforms (see deca.sim.platform)")
+    g.add_argument("--platforms", type=Path, metavar="TOML", help="TOML file of user platforms (see deca.sim.model.platform)")
     g.add_argument("--cores", type=int, help="override the number of cores")
     g.add_argument("--freq-ghz", type=float, help="override the core clock (GHz)")
     g.add_argument("--bw-gbs", type=float, help="override the memory bandwidth (GB/s)")
@@ -247,7 +247,7 @@ def cmd_dse(args):
         "W": ("W", "{}"), "L": ("L", "{}"), "cost": ("cost*", "{:g}"), "gm": ("geomean TFLOPS", "{:.2f}"),
         "vec": ("VEC-bound kernels", "{}"),
     }))
-    print("* placeholder cost: 256 LUT entries per big LUT + W(W+1)/2 crossbar ports (deca.sim.dse)")
+    print("* placeholder cost: 256 LUT entries per big LUT + W(W+1)/2 crossbar ports (deca.sim.model.dse)")
     csv_path = args.out / "dse.csv"
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)

@@ -7,15 +7,18 @@ import shlex
 import sys
 from pathlib import Path
 
-from deca.cli import UsageError, number_list
+from deca.args import number_list
+from deca.errors import UsageError
 from deca.golden import SCHEMES, load
 
-from .measure import Point, workload_name
-from .measure_report import print_summary, write_report
-from .platform import PRESETS
-from .rtl_runner import SIMULATORS
-from .sweep import Campaign, code_digest, designs, stderr_log, write_tables
-from .system import HIT_LATENCY, LINK_LATENCY, MISS_LATENCY, MODES, TEPL_QUEUE, system
+from deca.sim.bench.cores import LINK_LATENCY, MODES, TEPL_QUEUE
+from deca.sim.bench.runner import SIMULATORS
+from deca.sim.bench.system import HIT_LATENCY, MISS_LATENCY, system
+from deca.sim.model.platform import PRESETS
+
+from .campaign import Campaign, code_digest, designs, stderr_log, write_tables
+from .point import Point, workload_name
+from .report import print_summary, write_report
 
 #: ``deca run``'s workloads: Q8 at the paper's Table 4 densities, dense MXFP4 and half-pruned BF16.
 RUN_WORKLOADS = ("bf8@1", "bf8@0.5", "bf8@0.2", "bf8@0.05", "mxfp4@1", "bf16@0.5")
@@ -44,7 +47,7 @@ def _add_system(p, modes):
     g = p.add_argument_group("system (core and memory around the PE)")
     g.add_argument("--platform", default="spr-hbm", help=f"preset ({', '.join(PRESETS)}) or a name in --platforms; "
                    "each core gets 1/cores of its memory bandwidth")
-    g.add_argument("--platforms", type=Path, metavar="TOML", help="TOML file of user platforms (see deca.sim.platform)")
+    g.add_argument("--platforms", type=Path, metavar="TOML", help="TOML file of user platforms (see deca.sim.model.platform)")
     g.add_argument("--bandwidth", type=float, metavar="B_PER_CYCLE", help="override the per-core memory bandwidth")
     g.add_argument("--miss-latency", type=_range, default=MISS_LATENCY, metavar="LO-HI",
                    help=f"memory latency in cycles (default {MISS_LATENCY[0]}-{MISS_LATENCY[1]})")

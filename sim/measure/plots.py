@@ -1,9 +1,9 @@
-"""Headless plots of RTL measurement records (``deca.sim.measure``): measured against analytic bpv,
+"""Headless plots of RTL measurement records (``deca.sim.measure.point``): measured against analytic bpv,
 cycles per tile over the design space, measured points on the Bounding Region Diagram, the
 utilizations of the paper's Table 4 and the two invocation modes.
 
 Each function takes a list of records (the dicts of ``deca.sim.measure.record``, as read back from
-JSON) and writes a PNG, like ``deca.sim.plots``.
+JSON) and writes a PNG, like ``deca.sim.model.plots``.
 """
 
 import math
@@ -15,9 +15,11 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter
 
-from .measure import bpv_tolerance, parse_workload
-from .plots import _bord_axes, _limits
-from .roof import tile_ops_per_weight_tile
+from deca.sim.model.plots import axis_limits, bord_axes
+from deca.sim.model.roof import tile_ops_per_weight_tile
+
+from .point import parse_workload
+from .records import bpv_tolerance
 
 MARKERS = "osD^v<>ph*"
 #: Bar colours of the three utilizations (as in the paper's Table 4: memory, matrix engine, DECA).
@@ -145,11 +147,11 @@ def plot_bord_measured(platform, records, path):
     reuse = tile_ops_per_weight_tile(n)
     pts = [(reuse / r["bytes_per_tile"],
             reuse * r["tiles"] / cyc if (cyc := r["vops"] + r["bubbles"]) else math.inf) for r in records]
-    xlim = _limits([x for x, _ in pts], platform.mos / platform.mem_bw)
-    ylim = _limits([y for _, y in pts], platform.mos / platform.cycles_per_s)
+    xlim = axis_limits([x for x, _ in pts], platform.mos / platform.mem_bw)
+    ylim = axis_limits([y for _, y in pts], platform.mos / platform.cycles_per_s)
     fig = Figure(figsize=(7, 6), layout="constrained")
     ax = fig.subplots()
-    _bord_axes(ax, platform, [], n, xlim, ylim, "measured (RTL, TEPL)")
+    bord_axes(ax, platform, [], n, xlim, ylim, "measured (RTL, TEPL)")
     styles = _styles(records)
     for d, (color, marker) in styles.items():
         ax.plot([], [], marker, color=color, ls="none", label=f"W/L {d[0]}/{d[1]}")

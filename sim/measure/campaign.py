@@ -7,7 +7,7 @@ folder are not run again, so an interrupted campaign resumes where it stopped; a
 with other settings is refused rather than mixed.
 
 Each design's Verilog is generated once (and cached across campaigns, ``generate_cached``) and
-built once per simulator (``deca.sim.rtl_runner``); its points then run in worker processes,
+built once per simulator (``deca.sim.bench.runner``); its points then run in worker processes,
 several points per simulator run.
 """
 
@@ -22,12 +22,13 @@ from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from deca.cli import UsageError
+from deca.errors import UsageError
 from deca.hw.generate import generate_cached, top_name
 from deca.hw.params import ParameterError, check_params
 
-from .measure import COLUMNS, read_records
-from .rtl_runner import BUILD_ROOT, SIMULATORS, run
+from deca.sim.bench.runner import BUILD_ROOT, SIMULATORS, run
+
+from .records import COLUMNS, read_records
 
 #: The PE parameters other than W and L (the generator's defaults).
 DESIGN = {"tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8}
@@ -38,19 +39,19 @@ class CampaignError(UsageError):
     """The campaign cannot run as asked (wrong folder, failed points...)."""
 
 
-#: What a measurement depends on: the generator, the format and the models around the PE (not the
-#: report or the plots).
-MEASURED_WITH = ("hw/*.py", "golden/*.py", *(f"sim/{m}.py" for m in (
-    "harness", "system", "measure", "measure_tb", "pe_bench", "cocotb_bus", "rtl_runner", "bubbles", "kernels",
-    "engines", "roof", "platform")))
-
-
 def code_digest():
-    """Hash of the sources in ``MEASURED_WITH``: a campaign folder measured with other code is not resumed."""
-    root, digest = Path(__file__).parent.parent, hashlib.sha256()
-    for pattern in MEASURED_WITH:
-        for source in sorted(root.glob(pattern)):
-            digest.update(source.read_bytes())
+    """Hash of what a measurement depends on: the generator, the format, the models around the PE and
+    the measuring modules (not the report or the plots). A campaign folder measured with other code
+    is not resumed."""
+    from deca import golden, hw
+    from deca.sim import bench, model
+
+    packages = [Path(package.__file__).parent for package in (golden, hw, model, bench)]
+    sources = [source for folder in packages for source in sorted(folder.glob("*.py"))]
+    sources += [Path(__file__).with_name(f"{module}.py") for module in ("point", "records", "tb")]
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -73,7 +74,7 @@ def _generate(W, L):
 
 def _measure(sim, verilog, W, L, points, params, run_name):
     """Worker: run ``points`` of the (W, L) design in one simulator run."""
-    run(sim, [verilog], top_name("pe", W, L), "deca.sim.measure_tb", Path(params["out"]),
+    run(sim, [verilog], top_name("pe", W, L), "deca.sim.measure.tb", Path(params["out"]),
         params={**params, **DESIGN, "W": W, "L": L, "points": [p.as_dict() for p in points]},
         run_name=run_name, seed=params["seed"])
 

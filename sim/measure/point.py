@@ -1,14 +1,12 @@
 """Measurements of the RTL PE in its system: one point is a design (W, L), a workload (scheme and
-density, or a user's matrix) and an invocation mode, run tile by tile through ``deca.sim.system``.
+density, or a user's matrix) and an invocation mode, run tile by tile through the models of ``deca.sim.bench``.
 
 Every number of a record comes from the PE's own performance counters or from the models around
 it; the Bench checks the counters against what the models observed and every tile against the
 golden model before a record is written. The analytic columns are the Roof-Surface model's
-(``deca.sim.bubbles``, ``deca.sim.roof``) for the same workload and platform.
+(``deca.sim.model.bubbles``, ``deca.sim.model.roof``) for the same workload and platform.
 """
 
-import json
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,29 +17,15 @@ from deca.golden import TILE_ELEMS, compress, load
 from deca.golden.format import TILE_COLS, TILE_ROWS
 from deca.hw.layouts import LINE_BYTES
 
-from .bubbles import bpv_expected, bpv_monte_carlo
-from .engines import DecaEngine
-from .harness import DEFAULT_BASE, tile_batch
-from .kernels import kernel, kernel_from_matrix
-from .platform import Platform
-from .roof import predict
-from .system import MODES, gemm_core
+from deca.sim.bench.cores import MODES, gemm_core
+from deca.sim.bench.stimulus import DEFAULT_BASE, tile_batch
+from deca.sim.model.bubbles import bpv_expected, bpv_monte_carlo
+from deca.sim.model.engines import DecaEngine
+from deca.sim.model.kernels import kernel, kernel_from_matrix
+from deca.sim.model.platform import Platform
+from deca.sim.model.roof import predict
 
-#: A record's fields, in CSV column order.
-COLUMNS = (
-    "key", "W", "L", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
-    "vops", "bubbles", "bpv_measured", "bpv_analytic", "bpv_masks", "starve_cycles", "backpressure_cycles",
-    "busy_cycles", "squashes", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded",
-    "lines_prefetched",
-    "util_mem", "util_tmul", "util_deca", "tflops", "predicted_cycles_per_tile", "predicted_tflops",
-    "predicted_bound",
-)
-
-
-def bpv_tolerance(analytic):
-    """How far a measured bpv may be from the closed form: 3% of it or 0.02, whichever is larger."""
-    return max(0.03 * analytic, 0.02)
-
+from .records import COLUMNS
 
 @dataclass(frozen=True)
 class Point:
@@ -155,21 +139,3 @@ def _stream_bytes(requests):
     spans = [(a, n) for a, n in spans if n]
     lines = {line for a, n in spans for line in range(a // LINE_BYTES, -(-(a + n) // LINE_BYTES))}
     return sum(n for _, n in spans), len(lines)
-
-
-def write_record(folder, rec):
-    """Write a record as ``<folder>/<key>.json``, atomically: an interrupted run leaves no half file."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{rec['key']}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(rec, indent=1))
-    tmp.replace(folder / f"{rec['key']}.json")
-
-
-def read_records(folder):
-    """Every record in ``folder``, by key."""
-    out = {}
-    for path in sorted(Path(folder).glob("*.json")):
-        rec = json.loads(path.read_text())
-        out[rec["key"]] = rec
-    return out

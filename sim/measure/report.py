@@ -1,18 +1,18 @@
 """Tables and the Markdown report of a measurement campaign (``deca run``, ``deca sweep``): the
 measured numbers beside the analytic model, the paper's Table 4 and the two invocation modes."""
 
-import math
-import statistics
 from pathlib import Path
 
 from deca.golden.summary import format_table
 
-from .measure import bpv_tolerance, platform_of
-from .measure_plots import plot_bord_measured, plot_bpv, plot_cycles_grid, plot_modes, plot_utilization
-from .paper import (
+from deca.sim.bench.system import System
+from deca.sim.model.paper import (
     DSE_BEST, DSE_BEST_OVER_UNDER, DSE_OVER, DSE_OVER_OVER_BEST_MAX, DSE_UNDER, TABLE4_DECA, TEPL_SPEEDUP_5PCT,
 )
-from .system import System
+
+from .plots import plot_bord_measured, plot_bpv, plot_cycles_grid, plot_modes, plot_utilization
+from .point import platform_of
+from .records import bpv_tolerance, design_rows
 
 _pct = "{:.0%}".format
 SUMMARY_COLUMNS = {
@@ -70,23 +70,6 @@ def table4_rows(records):
                      "gap": max(abs(a - b) for a, b in zip(ours, paper)),
                      **{k: f"{a}% ({b}%)" for k, a, b in zip(("mem", "tmul", "deca"), ours, paper)}})
     return sorted(rows, key=lambda row: (row["W"], row["L"], -row["density"]))
-
-
-def design_rows(records):
-    """Per design, the geometric mean of cycles per tile over the TEPL workloads every design ran,
-    and the speedups the paper's section 8.2 quotes where its designs were measured."""
-    tepl = [r for r in records if r["mode"] == "tepl"]
-    designs = sorted({(r["W"], r["L"]) for r in tepl})
-    common = set.intersection(*({r["workload"] for r in tepl if (r["W"], r["L"]) == d} for d in designs))
-
-    def gmean(design, field):
-        return math.exp(statistics.fmean(math.log(r[field]) for r in tepl
-                                         if (r["W"], r["L"]) == design and r["workload"] in common))
-
-    cycles = {d: gmean(d, "cycles_per_tile") for d in designs}
-    best = cycles.get(DSE_BEST)
-    return [{"W": W, "L": L, "workloads": len(common), "gmean": g, "gmean_tflops": gmean((W, L), "tflops"),
-             "vs_best": best / g if best else math.nan} for (W, L), g in cycles.items()]
 
 
 def modes_rows(records):

@@ -1,22 +1,23 @@
-"""cocotb testbench of the whole DECA PE, launched by tests/test_pe_rtl.py through deca.sim.rtl_runner.
+"""cocotb testbench of the whole DECA PE, launched by tests/test_pe_rtl.py through deca.sim.bench.runner.
 
-The procedures live in ``deca.sim.pe_bench`` (shared with the Amaranth-simulator tests); their
+The procedures live in ``deca.sim.bench.pe_bench`` (shared with the Amaranth-simulator tests); their
 parameters come as JSON in $DECA_TB_PARAMS.
 """
 
 import cocotb
 
-from deca.sim.cocotb_bus import reset, start, tb_params
-from deca.sim.harness import drive_idle
-from deca.sim.pe_bench import PROCEDURES, Bench
+from deca.sim.bench.bus import drive_idle
+from deca.sim.bench.cocotb_bus import reset, start, tb_params
+from deca.sim.bench.pe_bench import PROCEDURES, Bench
 
 
 async def bench_for(dut):
     """Clock, idle inputs and reset, then a Bench; checks the ports have the widths the layouts say."""
     bus = await start(dut)
-    drive_idle(bus)
+    params = tb_params()
+    bench = Bench(bus, params, dut._log.info)
+    drive_idle(bus, bench.ports.inputs)
     await reset(bus)
-    bench = Bench(bus, tb_params(), dut._log.info)
     for name, width in bench.ports.widths.items():
         got = len(getattr(dut, name))
         assert got == width, f"{name} is {got} bits, the layout says {width}"

@@ -1,4 +1,4 @@
-"""The harness's ``Bus`` on cocotb 2.x (see ``deca.sim.harness.Bus``).
+"""The harness's ``Bus`` on cocotb 2.x (see ``deca.sim.bench.bus``).
 
 A cycle runs from one falling clock edge to the next: inputs are written at the falling edge,
 ``settle`` waits for ReadOnly in that same time step (combinational outputs have settled, the
@@ -13,8 +13,8 @@ import os
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from .harness import UnresolvedValue
-from .rtl_runner import PARAMS_ENV
+from .bus import UnresolvedValue
+from .runner import PARAMS_ENV
 
 
 class CocotbBus:

@@ -1,8 +1,8 @@
-"""The PE regression, written once against the ``Bus`` of ``deca.sim.harness``: tests/pe_tb.py runs
+"""The PE regression, written once against the ``Bus`` of ``deca.sim.bench.bus``: ``deca.sim.bench.pe_tb`` runs
 it under cocotb (Icarus, Verilator), tests/test_hw_pe.py on the Amaranth simulator.
 
 Parameters (``DEFAULTS``): the design (W, L, tags, addr_bits, id_bits), the seed, the workloads
-(``deca.sim.workloads.workloads`` arguments), and how rough the core and the memory are
+(``deca.sim.bench.stimulus.workloads`` arguments), and how rough the core and the memory are
 (``CoreModel`` and ``MemoryModel`` keyword arguments). Every run of the Harness is followed by a
 read of the performance counters, checked against what the models observed.
 """
@@ -15,11 +15,16 @@ from deca.golden import compress
 from deca.golden.format import TILE_ELEMS
 from deca.hw.layouts import ErrorReason
 from deca.hw.registers import field_of
-from deca.sim.harness import (
-    DEFAULT_BASE, OUTPUTS, CoreModel, Harness, MemoryModel, PePorts, Scoreboard, bubble_cycles, clear_counters,
-    config_word, configure, idle_cycles, malformed_requests, read_counters, read_reg, tile_batch, write_reg,
-)
-from deca.sim.workloads import workloads
+from deca.sim.model.bubbles import tile_cycles
+
+from .bus import idle_cycles
+from .cores import CoreModel
+from .harness import Harness
+from .memory import MemoryModel
+from .ports import PePorts
+from .registers import clear_counters, config_word, configure, read_counters, read_reg, write_reg
+from .scoreboard import Scoreboard
+from .stimulus import DEFAULT_BASE, malformed_requests, tile_batch, workloads
 
 DEFAULTS = {
     "W": 8, "L": 4, "tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8, "seed": 0,
@@ -65,7 +70,7 @@ class Bench:
         if q is not None:
             await write_reg(self.bus, "CONFIG", config_word(batch.config) & ~0x1F | q)
         await clear_counters(self.bus)
-        core = core(batch.requests, self.rng, id_bits=p["id_bits"], **p["core"], **(squash or {}))
+        core = core(batch.requests, self.rng, loaders=self.ports.loaders, id_bits=p["id_bits"], **p["core"], **(squash or {}))
         memory = MemoryModel(batch.image, batch.base, self.rng, **p["memory"])
         harness = Harness(core, memory, Scoreboard(), self.ports)
         await harness.run(self.bus)
@@ -80,7 +85,7 @@ class Bench:
             # Aborted tiles leave vOps behind that no model counts, so these hold without squashes only.
             q, delivered = batch.config.q_bits, harness.core.delivered
             want["VOPS"] = len(delivered) * TILE_ELEMS // self.W
-            want["BUBBLE_CYCLES"] = sum(bubble_cycles(r.mask, q, self.W, self.L) for r in delivered)
+            want["BUBBLE_CYCLES"] = sum(tile_cycles(r.mask, q, self.W, self.L) for r in delivered) - want["VOPS"]
             idle = got["BUSY_CYCLES"] - got["VOPS"] - got["BUBBLE_CYCLES"]
             assert got["STARVE_CYCLES"] <= idle, (f"{label}: STARVE_CYCLES {got['STARVE_CYCLES']} > BUSY_CYCLES - VOPS "
                                                   f"- BUBBLE_CYCLES = {idle}")
@@ -91,13 +96,14 @@ class Bench:
 
 async def reset_state(bench):
     """No X or Z on any output after reset; idle ports; PARAMS describes the design."""
-    out = await idle_cycles(bench.bus, 20)
-    busy = {name: out[name] for name in OUTPUTS if name.endswith("valid") and out[name]}
+    out = await idle_cycles(bench.bus, bench.ports, 20)
+    busy = {name: out[name] for name in bench.ports.outputs if name.endswith("valid") and out[name]}
     assert not busy, f"valid outputs while idle: {busy}"
-    assert out["tepl_req__0__ready"] == out["tepl_req__1__ready"] == out["mem_resp__ready"] == 1
+    not_ready = [names["ready"] for names in bench.ports.tepl_req_ports if not out[names["ready"]]]
+    assert not not_ready, f"TEPL ports not ready while idle: {not_ready}"
     p = bench.p
     word = await read_reg(bench.bus, "PARAMS")
-    fields = {"W": p["W"], "L": p["L"], "ID_BITS": p["id_bits"], "TAG_BITS": bench.ports.tag_bits - 1,
+    fields = {"W": p["W"], "L": p["L"], "ID_BITS": p["id_bits"], "TAG_BITS": (p["tags"] - 1).bit_length(),
               "SQQ_LOG2": p["sqq_bytes"].bit_length() - 1}
     got = {name: field_of("PARAMS", name, word) for name in fields}
     assert got == fields, f"PARAMS {word:#010x} reads {got}, expected {fields}"

@@ -1,0 +1,57 @@
+"""Register access over the PE's ``cfg`` bus (every helper starts and ends at the start of a cycle)."""
+
+from deca.hw.layouts import config_fields
+from deca.hw.registers import COUNTERS, REGISTER_ADDR, field_value
+
+
+async def write_reg(bus, name, value):
+    """Write register ``name`` (one cycle)."""
+    bus.set("cfg__addr", REGISTER_ADDR[name])
+    bus.set("cfg__wdata", value)
+    bus.set("cfg__we", 1)
+    await bus.tick()
+    bus.set("cfg__we", 0)
+
+
+async def read_regs(bus, names):
+    """Read registers ``names`` back to back (one cycle each, plus one); returns {name: value}."""
+    bus.set("cfg__we", 0)
+    bus.set("cfg__addr", REGISTER_ADDR[names[0]])
+    await bus.tick()
+    values = []
+    # rdata shows the register addressed in the previous cycle, so the next address goes out meanwhile.
+    for following in [*names[1:], None]:
+        if following is not None:
+            bus.set("cfg__addr", REGISTER_ADDR[following])
+        await bus.settle()
+        values.append(bus.get("cfg__rdata"))
+        await bus.tick()
+    return dict(zip(names, values))
+
+
+async def read_reg(bus, name):
+    return (await read_regs(bus, [name]))[name]
+
+
+async def read_counters(bus):
+    return await read_regs(bus, [name for name, _ in COUNTERS])
+
+
+async def clear_counters(bus):
+    await write_reg(bus, "CONTROL", field_value("CONTROL", CLEAR_COUNTERS=1))
+
+
+def config_word(config):
+    """The CONFIG register value for a golden TileConfig."""
+    return field_value("CONFIG", **{name.upper(): int(getattr(value, "value", value))
+                                    for name, value in config_fields(config).items()})
+
+
+async def configure(bus, config, prefetch_degree=5):
+    """Write CONFIG, the LUT entries the codebook uses (none when Q = 16) and PREFETCH.DEGREE."""
+    await write_reg(bus, "CONFIG", config_word(config))
+    if config.q_bits != 16:
+        await write_reg(bus, "LUT_INDEX", 0)
+        for entry in config.lut[:config.lut_size]:
+            await write_reg(bus, "LUT_DATA", int(entry))  # LUT_INDEX counts up by itself
+    await write_reg(bus, "PREFETCH", field_value("PREFETCH", DEGREE=prefetch_degree))

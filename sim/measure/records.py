@@ -1,0 +1,61 @@
+"""Measurement records: the fields of one, reading and writing them, and the per-design summary
+other tools take from a campaign (``deca synth --measured``)."""
+
+import json
+import math
+import os
+import statistics
+from pathlib import Path
+
+from deca.sim.model.paper import DSE_BEST
+
+#: A record's fields, in CSV column order.
+COLUMNS = (
+    "key", "W", "L", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
+    "vops", "bubbles", "bpv_measured", "bpv_analytic", "bpv_masks", "starve_cycles", "backpressure_cycles",
+    "busy_cycles", "squashes", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded",
+    "lines_prefetched",
+    "util_mem", "util_tmul", "util_deca", "tflops", "predicted_cycles_per_tile", "predicted_tflops",
+    "predicted_bound",
+)
+
+
+def bpv_tolerance(analytic):
+    """How far a measured bpv may be from the closed form: 3% of it or 0.02, whichever is larger."""
+    return max(0.03 * analytic, 0.02)
+
+
+
+def write_record(folder, rec):
+    """Write a record as ``<folder>/<key>.json``, atomically: an interrupted run leaves no half file."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{rec['key']}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(rec, indent=1))
+    tmp.replace(folder / f"{rec['key']}.json")
+
+
+def read_records(folder):
+    """Every record in ``folder``, by key."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        rec = json.loads(path.read_text())
+        out[rec["key"]] = rec
+    return out
+
+
+def design_rows(records):
+    """Per design, the geometric mean of cycles per tile over the TEPL workloads every design ran,
+    and the speedups the paper's section 8.2 quotes where its designs were measured."""
+    tepl = [r for r in records if r["mode"] == "tepl"]
+    designs = sorted({(r["W"], r["L"]) for r in tepl})
+    common = set.intersection(*({r["workload"] for r in tepl if (r["W"], r["L"]) == d} for d in designs))
+
+    def gmean(design, field):
+        return math.exp(statistics.fmean(math.log(r[field]) for r in tepl
+                                         if (r["W"], r["L"]) == design and r["workload"] in common))
+
+    cycles = {d: gmean(d, "cycles_per_tile") for d in designs}
+    best = cycles.get(DSE_BEST)
+    return [{"W": W, "L": L, "workloads": len(common), "gmean": g, "gmean_tflops": gmean((W, L), "tflops"),
+             "vs_best": best / g if best else math.nan} for (W, L), g in cycles.items()]
