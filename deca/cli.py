@@ -136,8 +136,9 @@ def build_parser():
     g = sub.add_parser("generate", help="write synthesizable Verilog of the DECA PE for one (W, L)")
     g.add_argument("--W", type=int, default=32, help="elements per vOp: 8, 16, 32 or 64 (default 32)")
     g.add_argument("--L", type=int, default=8, help="big LUTs, a power of two <= W (default 8)")
-    g.add_argument("--design", choices=["pe", "datapath"], default="pe",
-                   help="the complete PE (default) or its vector datapath alone")
+    g.add_argument("--design", default="pe", metavar="NAME",
+                   help="the complete PE (default) or one of its blocks alone, as built inside it (deca.hw.units; "
+                        "an unknown name lists them)")
     g.add_argument("--tags", type=int, default=32, help="PE: tag-table entries per loader (default 32)")
     g.add_argument("--sqq-bytes", type=int, default=2048, help="PE: SQQ bytes per loader (default 2048)")
     g.add_argument("--addr-bits", type=int, default=48, help="PE: address bits (default 48)")
@@ -153,9 +154,8 @@ def cmd_generate(args):
     from deca.hw.generate import generate
     from deca.toolchain import icarus_compile, verilator_lint
 
-    params = {} if args.design == "datapath" else dict(tags=args.tags, sqq_bytes=args.sqq_bytes,
-                                                       addr_bits=args.addr_bits, id_bits=args.id_bits)
-    path = generate(args.W, args.L, args.out, design=args.design, **params)
+    path = generate(args.W, args.L, args.out, design=args.design, tags=args.tags, sqq_bytes=args.sqq_bytes,
+                    addr_bits=args.addr_bits, id_bits=args.id_bits)
     tables = sorted(p.name for p in path.parent.glob(f"{path.stem}.*.md"))
     print(f"wrote {path} (top module {path.stem}) and {', '.join(tables)}")
     if args.check:

@@ -20,6 +20,9 @@ from pathlib import Path
 #:   submodules (``top.dequant`` ...) come first in it.
 #: - UNOPTFLAT (Verilator builds, not lint): Yosys packs bits computed from each other into one
 #:   vector, which Verilator's scheduler reports as a false combinational loop.
+#: The simulators cocotb runs the generated Verilog on.
+SIMULATORS = ("icarus", "verilator")
+
 LINT_WAIVERS = ("UNUSEDSIGNAL", "WIDTHEXPAND", "WIDTHTRUNC", "CASEINCOMPLETE", "PROCASSINIT", "DECLFILENAME")
 BUILD_WAIVERS = LINT_WAIVERS + ("UNOPTFLAT",)
 

@@ -6,6 +6,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import ConfigSignature, ErrorReason
+from .params import LOADERS
 from .registers import ADDR_BITS, COUNTERS, DATA_BITS
 
 
@@ -32,7 +33,7 @@ class Control(wiring.Component):
             "cfg": Out(ConfigSignature()),
             "degree": Out(4),
             "events": In(len(COUNTERS)),  # one bit per counter, in COUNTERS order: count this cycle
-            "status": In(3),  # STATUS fields
+            "status": In(1 + LOADERS),  # STATUS fields: BUSY, then one bit per loader
             "error": In(data.StructLayout({"en": 1, "reason": ErrorReason, "id": 16})),
         })
 

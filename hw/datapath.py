@@ -16,7 +16,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import ConfigSignature, out_layout, scale_beat_layout, tile_layout, value_beat_layout
-from .params import ParameterError, check_params
+from .params import check_params
 from .pipeline import Pipeline
 from .prefix_sum import WindowUnit
 
@@ -26,21 +26,14 @@ from .prefix_sum import WindowUnit
 PIPELINE_FILL = 4
 
 
-def silence_unused(component):
-    """Mark a component that failed its parameter check as never meant to be built, so Amaranth
-    does not warn that it went unused."""
-    component._MustUse__silence = True
-
-
 class Datapath(wiring.Component):
     """A window unit in front of the shared pipeline: the PE's vector path with one input."""
 
+    def __new__(cls, W, L):
+        check_params(W, L)  # before the component exists: nothing unused to warn about
+        return super().__new__(cls)
+
     def __init__(self, W, L):
-        try:
-            check_params(W, L)
-        except ParameterError:
-            silence_unused(self)
-            raise
         self.W, self.L = W, L
         super().__init__({
             "cfg": In(ConfigSignature()),

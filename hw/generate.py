@@ -8,29 +8,32 @@ from importlib.metadata import version
 from pathlib import Path
 
 from amaranth.back import verilog
-from amaranth.hdl import Value
+from amaranth.hdl import Const, Value
 from amaranth.lib import data, enum, wiring
 
 from deca.golden import format as golden_format
 
-from .datapath import Datapath
 from .pe import PE
 from .registers import register_table
-
-#: What ``deca generate`` can build: the complete PE (the default) or its vector path alone.
-DESIGNS = {"pe": PE, "datapath": Datapath}
+from .units import UNITS, build_unit
 
 
 def top_name(design, W, L):
     return f"deca_{design}_w{W}_l{L}"
 
 
+def signal_ports(signature, interface):
+    """[(name, member, value)] of the members of ``interface`` that are ports, named as in the
+    Verilog: a constant member (the ``ready`` of an always-ready stream) is none."""
+    return [("__".join(map(str, path)), member, Value.cast(value))
+            for path, member, value in signature.flatten(interface) if not isinstance(Value.cast(value), Const)]
+
+
 def ports(component):
     """(name, direction, width, fields) of each top-level port, named as in the Verilog; ``fields``
     describes a structured payload's bit fields or an enumeration's values."""
     rows = []
-    for path, member, value in component.signature.flatten(component):
-        name = "__".join(map(str, path))
+    for name, member, value in signal_ports(component.signature, component):
         layout = member.shape if isinstance(member.shape, data.StructLayout) else None
         if layout:
             fields = ", ".join(f"{f} [{field.offset + field.width - 1}:{field.offset}]" for f, field in layout)
@@ -38,7 +41,7 @@ def ports(component):
             fields = ", ".join(f"{v.name}={v.value}" for v in member.shape)
         else:
             fields = ""
-        rows.append((name, "input" if member.flow == wiring.In else "output", len(Value.cast(value)), fields))
+        rows.append((name, "input" if member.flow == wiring.In else "output", len(value), fields))
     return rows
 
 
@@ -52,16 +55,16 @@ def port_table(component, top):
 
 def generate(W, L, out_dir, design="pe", **params):
     """Write ``<top>.v`` and ``<top>.ports.md`` (and for the PE ``<top>.registers.md``) into
-    ``out_dir``; return the Verilog path. ``params`` go to the design (the PE's tags, sqq_bytes,
-    addr_bits, id_bits)."""
-    if design not in DESIGNS:
-        raise ValueError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")
-    component = DESIGNS[design](W, L, **params)
+    ``out_dir``; return the Verilog path. ``design``: the PE or one of its units (``deca.hw.units``);
+    ``params``: the PE's tags, sqq_bytes, addr_bits, id_bits, which a unit takes as inside the PE."""
+    component = build_unit(design, W, L, **params)
     top = top_name(design, W, L)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{top}.v"
-    path.write_text(verilog.convert(component, name=top, emit_src=False))
+    # Amaranth 0.5's own port list would include the constants; the directions follow from the design.
+    top_ports = {name: (value, None) for name, _, value in signal_ports(component.signature, component)}
+    path.write_text(verilog.convert(component, name=top, ports=top_ports, emit_src=False))
     (out_dir / f"{top}.ports.md").write_text(port_table(component, top))
     if isinstance(component, PE):
         (out_dir / f"{top}.registers.md").write_text(f"# Registers of {top}\n\n" + register_table(component.registers))

@@ -40,23 +40,30 @@ def config_fields(config):
             "scale_group": ScaleGroup.G16 if config.scale_group == 16 else ScaleGroup.G32}
 
 
+#: The kernel's compression mode as the blocks see it (golden TileConfig; ``config_fields``).
+MODE_MEMBERS = {"q": Out(5), "sparse": Out(1), "scale_format": Out(ScaleFormat), "scale_group": Out(ScaleGroup)}
+
+
+class ModeSignature(wiring.Signature):
+    """The compression mode, as its source (the PE's registers) drives it: code width ``q`` (1..8 or
+    16), ``sparse``, ``scale_format`` and ``scale_group``; held steady while tiles flow."""
+
+    def __init__(self):
+        super().__init__(MODE_MEMBERS)
+
+
 class ConfigSignature(wiring.Signature):
-    """Runtime configuration as its source (the PE's registers) drives it; blocks take ``In(ConfigSignature())``.
+    """Runtime configuration as its source (the PE's registers) drives it: the mode
+    (``MODE_MEMBERS``) and the LUT port; blocks take ``In(ConfigSignature())``.
 
-    Held steady while tiles flow.
-
-    ``q`` is the code width (1..8 or 16). A LUT write (``lut_we``) stores logical entry
-    ``lut_addr`` in every replica the current ``q`` uses, so write ``q`` before the LUT;
-    ``lut_rdata`` reads entry ``lut_addr`` back (0 for entries the current ``q`` cannot hold), so
-    that the LUT can be saved and restored on a context switch.
+    A LUT write (``lut_we``) stores logical entry ``lut_addr`` in every replica the current ``q``
+    uses, so write ``q`` before the LUT; ``lut_rdata`` reads entry ``lut_addr`` back (0 for entries
+    the current ``q`` cannot hold), so that the LUT can be saved and restored on a context switch.
     """
 
     def __init__(self):
         super().__init__({
-            "q": Out(5),
-            "sparse": Out(1),
-            "scale_format": Out(ScaleFormat),
-            "scale_group": Out(ScaleGroup),
+            **MODE_MEMBERS,
             "lut_we": Out(1),
             "lut_addr": Out(range(LUT_ENTRIES)),
             "lut_data": Out(BF16),

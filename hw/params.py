@@ -9,6 +9,9 @@ from deca.golden.format import Q_BITS, TILE_ELEMS
 
 W_CHOICES = (8, 16, 32, 64)
 
+#: Loaders of the PE, each with its TOut buffer (the paper's two).
+LOADERS = 2
+
 #: Values per cycle per big LUT for each code width (paper, section 6.2). A big LUT is four
 #: 64-entry sub-LUTs: Q = 8 needs all four for one 256-entry table, Q = 7 a pair per 128-entry
 #: table, Q <= 6 lets every sub-LUT serve a lookup of its own.

@@ -37,10 +37,15 @@ def _within(shift, R, b):
     return low & high
 
 
+def write_layout():
+    """Line ``index`` of the current stream, as memory returned it."""
+    return data.StructLayout({"index": LINE_INDEX_BITS, "data": 8 * LINE_BYTES})
+
+
 class LineQueue(wiring.Component):
     """``start`` (with ``offset`` = address mod 64 and ``length``) begins a new stream and drops
-    what the queue held; ``write`` stores line ``index`` of it. A stream of length 0 is one empty
-    beat with ``last``."""
+    what the queue held; ``write`` stores a line of it. A stream of length 0 is one empty beat with
+    ``last``."""
 
     def __init__(self, rows, row_bytes, beat_bytes):
         assert rows & (rows - 1) == 0 and row_bytes % LINE_BYTES == 0 and row_bytes % beat_bytes == 0
@@ -51,7 +56,7 @@ class LineQueue(wiring.Component):
             "start": In(1),
             "offset": In(range(LINE_BYTES)),
             "length": In(LEN_BITS),
-            "write": In(data.StructLayout({"en": 1, "index": LINE_INDEX_BITS, "data": 8 * LINE_BYTES})),
+            "write": In(stream.Signature(write_layout(), always_ready=True)),
             "issue_index": In(LINE_INDEX_BITS),
             "room": Out(1),
             "beats": Out(stream.Signature(beat_layout(beat_bytes))),
@@ -59,23 +64,43 @@ class LineQueue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R, B = self.row_bytes, self.beat_bytes
         offset = Signal(range(LINE_BYTES))
         length = Signal(LEN_BITS)
         with m.If(self.start):
             m.d.sync += [offset.eq(self.offset), length.eq(self.length)]
+        row_b, parts = self._realign(m, offset, length)
+        arrived = self._arrivals(m)
+        pos, read_data = self._read(m, offset, length, arrived)
+        if self.rows > 1:
+            self._banks(m, row_b, parts, pos, read_data)
+        else:
+            # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3.
+            for j in range(self.row_bytes):
+                for port in parts:
+                    with m.If(port.en[j]):
+                        m.d.sync += read_data.word_select(j, 8).eq(port.data.word_select(j, 8))
 
-        # Write: line k starts at stream byte 64k - offset; u = that + R is never negative.
-        w = self.write
+        # Line k may be requested once its last row is free: rows below the read row are.
+        R = self.row_bytes
+        top = Signal(LEN_BITS + 8)
+        line_end = self.issue_index * LINE_BYTES + (LINE_BYTES - 1) - offset
+        m.d.comb += top.eq(Mux(line_end < length, line_end, length - 1))
+        m.d.comb += self.room.eq(top // R < pos // R + self.rows)
+        return m
+
+    def _realign(self, m, offset, length):
+        """The written line shifted to its place: part 0 goes to row ``row_b`` - 1, part 1 to row
+        ``row_b``, each with the byte enables of the bytes that belong to the stream."""
+        R, w = self.row_bytes, self.write
+        # Line k starts at stream byte 64k - offset; u = that + R is never negative.
         u = Signal(LINE_INDEX_BITS + 8)
-        m.d.comb += u.eq(w.index * LINE_BYTES + R - offset)
+        m.d.comb += u.eq(w.payload.index * LINE_BYTES + R - offset)
         shift = u % R
         row_b = u // R  # the row holding the line's end (or all of it when aligned)
         shifted = Signal(16 * R)
-        m.d.comb += shifted.eq(w.data << (shift * 8))
+        m.d.comb += shifted.eq(w.payload.data << (shift * 8))
         end_first = Signal(signed(LEN_BITS + 9))  # stream byte at byte 0 of row_b
         m.d.comb += end_first.eq(row_b * R)
-        # Part 0 of the line goes to row row_b - 1, part 1 to row row_b.
         layout = data.StructLayout({"en": R, "data": 8 * R})
         parts = [Signal(layout, name=f"write{part}") for part in (0, 1)]
         for part, port in enumerate(parts):
@@ -84,9 +109,12 @@ class LineQueue(wiring.Component):
             for j in range(R):
                 in_line = _within(shift, R, j + part * R)
                 in_stream = (first + j >= 0) & (first + j < length)
-                m.d.comb += port.en[j].eq(w.en & in_line & in_stream)
+                m.d.comb += port.en[j].eq(w.valid & in_line & in_stream)
+        return row_b, parts
 
-        # Lines below ``arrived`` are all in; later ones are marked in a bitmap until they join.
+    def _arrivals(self, m):
+        """Lines below ``arrived`` are all in; later ones are marked in a bitmap until they join."""
+        w = self.write
         arrived = Signal(LINE_INDEX_BITS + 1)
         seen = Signal(self.slots)
         slot = arrived % self.slots
@@ -94,12 +122,16 @@ class LineQueue(wiring.Component):
             m.d.sync += [arrived.eq(0), seen.eq(0)]
         with m.Else():
             mark = Signal(self.slots)
-            with m.If(w.en):
-                m.d.comb += mark.eq(Const(1, self.slots) << (w.index % self.slots))
+            with m.If(w.valid):
+                m.d.comb += mark.eq(Const(1, self.slots) << (w.payload.index % self.slots))
             joined = (seen | mark).bit_select(slot, 1)
             m.d.sync += [seen.eq((seen | mark) & ~Mux(joined, Const(1, self.slots) << slot, 0)), arrived.eq(arrived + joined)]
+        return arrived
 
-        # Read: beat ``beat`` covers stream bytes [beat*B, beat*B + B).
+    def _read(self, m, offset, length, arrived):
+        """Beat ``beat`` covers stream bytes [beat*B, beat*B + B) of the row holding byte ``pos``;
+        it goes out once the line holding its last byte has arrived. Returns (pos, that row)."""
+        R, B = self.row_bytes, self.beat_bytes
         beat = Signal(LEN_BITS + 1)
         pos = Signal(LEN_BITS + 8)
         m.d.comb += pos.eq(beat * B)
@@ -109,7 +141,7 @@ class LineQueue(wiring.Component):
         end = Mux(last, length, pos + B)  # one past the beat's last stream byte
         need = (end - 1 + offset) // LINE_BYTES  # the line holding it
         done = Signal()  # every beat of the stream was handed out
-        read_data = Signal(8 * R)  # the row holding stream byte pos
+        read_data = Signal(8 * R)
         out = self.beats.payload
         m.d.comb += [
             self.beats.valid.eq(~done & ((length == 0) | (arrived > need))),
@@ -121,35 +153,24 @@ class LineQueue(wiring.Component):
             m.d.sync += [beat.eq(0), done.eq(0)]
         with m.Elif(self.beats.valid & self.beats.ready):
             m.d.sync += [beat.eq(beat + 1), done.eq(last)]
+        return pos, read_data
 
-        # The rows: rows row_b - 1 and row_b differ in parity, so each bank takes one part of the
-        # line, part 1 when row_b has the bank's parity, else part 0.
-        if self.rows > 1:
-            row = pos // R % self.rows  # the row read
-            bank_data = []
-            for parity, name in enumerate(("even", "odd")):
-                m.submodules[name] = bank = memory.Memory(shape=8 * R, depth=self.rows // 2, init=[])
-                wp, rp = bank.write_port(granularity=8), bank.read_port(domain="comb")
-                at_end = row_b[0] == parity
-                # Row -1 wraps around, but none of its bytes is enabled.
-                m.d.comb += [
-                    wp.addr.eq((row_b - 1 + at_end) % self.rows // 2),
-                    wp.data.eq(Mux(at_end, parts[1].data, parts[0].data)),
-                    wp.en.eq(Mux(at_end, parts[1].en, parts[0].en)),
-                    rp.addr.eq(row // 2),
-                ]
-                bank_data.append(rp.data)
-            m.d.comb += read_data.eq(Mux(row[0], bank_data[1], bank_data[0]))
-        else:
-            # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3.
-            for j in range(R):
-                for port in parts:
-                    with m.If(port.en[j]):
-                        m.d.sync += read_data.word_select(j, 8).eq(port.data.word_select(j, 8))
-
-        # Line k may be requested once its last row is free: rows below the read row are.
-        top = Signal(LEN_BITS + 8)
-        line_end = self.issue_index * LINE_BYTES + (LINE_BYTES - 1) - offset
-        m.d.comb += top.eq(Mux(line_end < length, line_end, length - 1))
-        m.d.comb += self.room.eq(top // R < pos // R + self.rows)
-        return m
+    def _banks(self, m, row_b, parts, pos, read_data):
+        """Rows ``row_b`` - 1 and ``row_b`` differ in parity, so each bank takes one part of the
+        line: part 1 when ``row_b`` has the bank's parity, else part 0."""
+        R = self.row_bytes
+        row = pos // R % self.rows  # the row read
+        bank_data = []
+        for parity, name in enumerate(("even", "odd")):
+            m.submodules[name] = bank = memory.Memory(shape=8 * R, depth=self.rows // 2, init=[])
+            wp, rp = bank.write_port(granularity=8), bank.read_port(domain="comb")
+            at_end = row_b[0] == parity
+            # Row -1 wraps around, but none of its bytes is enabled.
+            m.d.comb += [
+                wp.addr.eq((row_b - 1 + at_end) % self.rows // 2),
+                wp.data.eq(Mux(at_end, parts[1].data, parts[0].data)),
+                wp.en.eq(Mux(at_end, parts[1].en, parts[0].en)),
+                rp.addr.eq(row // 2),
+            ]
+            bank_data.append(rp.data)
+        m.d.comb += read_data.eq(Mux(row[0], bank_data[1], bank_data[0]))

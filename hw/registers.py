@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from deca.golden.format import LUT_ENTRIES
 
+from .params import LOADERS
+
 ADDR_BITS = 6
 DATA_BITS = 32
 
@@ -49,7 +51,7 @@ COUNTERS = (
 COUNTER_BASE = 0x10
 
 
-def registers(W=0, L=0, tag_bits=0, sqq_log2=0, id_bits=0):
+def registers(W=0, L=0, tag_bits=0, sqq_log2=0, id_bits=0, loaders=LOADERS):
     """The register map; the PARAMS reset values describe the generated design."""
     regs = [
         Register("PARAMS", 0x00, "RO", "what this PE was generated with", (
@@ -77,7 +79,7 @@ def registers(W=0, L=0, tag_bits=0, sqq_log2=0, id_bits=0):
                  )),
         Register("STATUS", 0x05, "RO", "activity", (
             Field("BUSY", 0, 1, "some TEPL is in flight"),
-            Field("LOADERS", 1, 2, "bit i: loader i holds a TEPL"),
+            Field("LOADERS", 1, loaders, "bit i: loader i holds a TEPL"),
         )),
         Register("ERROR", 0x06, "W1C", "the most recent error completion; a write clears it", (
             Field("VALID", 0, 1, "an error was recorded"),

@@ -14,7 +14,7 @@ from deca.toolchain import ToolError
 
 from .blocks import PAPER_POINT
 from .dse import MEASURED_FILE, area_dse, load_measured
-from .flow import DEFAULT_WORK_DIR, default_design, synthesize
+from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, synthesize
 from .report import (format_result, format_sweep, plot_breakdown, plot_heatmaps, plot_throughput_per_area, write_csv,
                      write_json)
 
@@ -27,8 +27,8 @@ def add_synth_parser(sub):
                                                       f"with --sweep {','.join(map(str, W_CHOICES))})")
     s.add_argument("--L", type=number_list(int), help=f"big LUTs (default {paper.DSE_BEST[1]}; with --sweep "
                                                       f"{','.join(map(str, L_GRID))}, L > W skipped)")
-    s.add_argument("--design", help="generator design (default: the complete PE 'pe' when the generator has it, "
-                                    "else 'datapath')")
+    s.add_argument("--design", metavar="NAME", help="the complete PE (default 'pe') or one of its blocks alone "
+                                                    "(deca.hw.units; an unknown name lists them)")
     s.add_argument("--sweep", action="store_true", help="synthesize every (W, L) and write CSV, JSON and plots")
     s.add_argument("--jobs", type=int, default=1, help="designs synthesized in parallel in a sweep (default 1)")
     s.add_argument("--fpga", action="store_true", help="also place and route on an ECP5 with nextpnr (slow)")
@@ -91,7 +91,7 @@ def _sweep(args, design, cache):
 
 
 def cmd_synth(args):
-    design = args.design or default_design()
+    design = args.design or DEFAULT_DESIGN
     cache = args.cache or args.out / "cache"
     if not args.sweep:
         Ws, Ls = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]]

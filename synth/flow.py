@@ -42,11 +42,8 @@ FPGA_RESOURCES = {"TRELLIS_COMB": "luts", "TRELLIS_FF": "ffs", "DP16KD": "bram",
                   "TRELLIS_RAMW": "lutram"}
 
 
-def default_design():
-    """The complete PE once the generator has it, else the datapath."""
-    from deca.hw.generate import DESIGNS
-
-    return "pe" if "pe" in DESIGNS else "datapath"
+#: What ``deca synth`` synthesizes unless told otherwise (any name of ``deca.hw.units``).
+DEFAULT_DESIGN = "pe"
 
 
 @dataclass
@@ -314,13 +311,13 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
 
 
 def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None):
-    """Generate the Verilog of ``design`` (default: ``default_design()``) for (W, L) into
+    """Generate the Verilog of ``design`` (default: ``DEFAULT_DESIGN``) for (W, L) into
     ``work_dir/<top>/`` and synthesize it."""
     from deca.hw.generate import generate, top_name
     from deca.hw.params import check_params
 
     check_params(W, L)
-    design = design or default_design()
+    design = design or DEFAULT_DESIGN
     top = top_name(design, W, L)
     work = Path(work_dir) / top
     path = generate(W, L, work, design=design)

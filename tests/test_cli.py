@@ -131,3 +131,16 @@ def test_console_script_is_installed(tmp_path):
     assert done.returncode == 0, done.stderr
     done = subprocess.run([deca, "inspect", tmp_path / "nope.deca"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "deca inspect: error:" in done.stderr
+
+
+def test_subcommands_import_only_what_they_need(tmp_path):
+    """Without cocotb (a model- or synthesis-only install) every parser builds and the model runs."""
+    code = ("import sys\n"
+            "sys.modules['cocotb'] = sys.modules['cocotb_tools'] = None\n"
+            "from deca.cli import build_parser, main\n"
+            "build_parser()\n"
+            "main(['model', 'table'])\n"
+            "assert 'deca.sim.bench.runner' not in sys.modules\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "BF8_5%" in run.stdout

@@ -52,12 +52,12 @@ def test_line_queue_realigns_any_offset_and_order(rows, row_bytes, beat_bytes, r
                 if issued < n_lines and ctx.get(dut.room) and rng.random() < 0.7:
                     waiting.append(issued)
                     issued += 1
-                ctx.set(dut.write.en, 0)
+                ctx.set(dut.write.valid, 0)
                 if waiting and rng.random() < 0.6:
                     k = waiting.pop(int(rng.integers(len(waiting))))
-                    ctx.set(dut.write.en, 1)
-                    ctx.set(dut.write.index, k)
-                    ctx.set(dut.write.data, int.from_bytes(memory[k * 64:k * 64 + 64].tobytes(), "little"))
+                    ctx.set(dut.write.valid, 1)
+                    ctx.set(dut.write.payload.index, k)
+                    ctx.set(dut.write.payload.data, int.from_bytes(memory[k * 64:k * 64 + 64].tobytes(), "little"))
                 ready = rng.random() < 0.7
                 ctx.set(dut.beats.ready, ready)
                 last = False

@@ -4,7 +4,8 @@ X/Z detection and register helpers work."""
 
 import pytest
 
-from deca.sim.bench.runner import BUILD_ROOT, SIMULATORS, CocotbFailure, build_dir, run
+from deca.sim.bench.runner import BUILD_ROOT, CocotbFailure, build_dir, run
+from deca.toolchain import SIMULATORS
 
 #: ``steady`` is written the way Yosys writes Amaranth's combinational logic: an ``always @*`` with
 #: a trigger that must run it at time 0 although its inputs never change.

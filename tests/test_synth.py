@@ -17,7 +17,6 @@ import pytest
 matplotlib.use("Agg")
 
 from deca.golden.format import LUT_ENTRIES  # noqa: E402
-from deca.hw import generate as hw_generate  # noqa: E402
 from deca.hw.generate import generate, top_name  # noqa: E402
 from deca.hw.params import ParameterError  # noqa: E402
 from deca.synth import flow  # noqa: E402
@@ -321,13 +320,6 @@ def test_throughput_per_area_uses_transistors_as_cost(results, tmp_path):
 ])
 def test_block_table(module, block):
     assert block_of(module, "top") == block
-
-
-def test_default_design_follows_the_generator(monkeypatch):
-    monkeypatch.setattr(hw_generate, "DESIGNS", {"datapath": object()})
-    assert flow.default_design() == "datapath"
-    monkeypatch.setattr(hw_generate, "DESIGNS", {"pe": object(), "datapath": object()})
-    assert flow.default_design() == "pe"
 
 
 # Slow: bigger designs and place and route --------------------------------------------------------

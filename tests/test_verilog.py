@@ -45,6 +45,7 @@ def test_pe_ports_are_stable_and_documented(generated):
     expected = {"clk", "rst", "squash", "cfg__addr", "cfg__wdata", "cfg__we", "cfg__rdata"}
     for name in ("tepl_req__0", "tepl_req__1", "tepl_resp", "mem_req", "mem_resp", "pf_req"):
         expected |= stream_ports(name)
+    expected.remove("mem_resp__ready")  # the PE always takes a line response
     names = header_ports(path, "deca_pe_w32_l8")
     assert names == expected
     groups = {n.split("_")[0] for n in names - {"clk", "rst", "squash"}}
@@ -106,3 +107,27 @@ def test_generate_refuses_impossible_parameters(args, message, tmp_path, capsys)
         main(["generate", "-o", str(tmp_path), *args])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# Units: every block alone -----------------------------------------------------------------------
+
+UNIT_NAMES = sorted(set(__import__("deca.hw.units", fromlist=["UNITS"]).UNITS) - {"pe"})
+
+
+@pytest.mark.parametrize("unit", UNIT_NAMES)
+def test_every_unit_generates_alone_and_lints(unit, generated):
+    """Each block of the PE is a design of its own: Verilog with its ports, lint-clean."""
+    path = generated(8, 4, unit)
+    top = top_name(unit, 8, 4)
+    verilator_lint(path, top)
+    table = path.with_suffix(".ports.md").read_text()
+    assert f"# Ports of {top}" in table and "| clk | input | 1 |" in table
+    assert not path.with_suffix(".registers.md").exists()  # only the PE has registers
+
+
+def test_generate_names_the_units_when_asked_for_an_unknown_one(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "--design", "crossbar", "-o", str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown design 'crossbar'" in err and all(name in err for name in ("pe", "loader", "expander", "tout"))

@@ -3,9 +3,9 @@ the hardware's own signature (``deca.hw.pe.pe_signature``)."""
 
 from enum import Enum
 
-from amaranth.hdl import Value
 from amaranth.lib import wiring
 
+from deca.hw.generate import signal_ports
 from deca.hw.pe import LOADERS, mem_tag_bits, pe_signature
 
 
@@ -46,8 +46,8 @@ class PePorts:
         self.addr_bits, self.id_bits, self.tags, self.loaders = addr_bits, id_bits, tags, loaders
         self.tag_bits = mem_tag_bits(tags, loaders)
         signature = pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders)
-        ports = [("__".join(map(str, path)), member.flow, member.shape, len(Value.cast(value)))
-                 for path, member, value in signature.flatten(signature.create())]
+        ports = [(name, member.flow, member.shape, len(value))
+                 for name, member, value in signal_ports(signature, signature.create())]
         self.inputs = tuple(name for name, flow, _, _ in ports if flow == wiring.In)
         self.outputs = tuple(name for name, flow, _, _ in ports if flow == wiring.Out)
         self.widths = {name: width for name, _, _, width in ports}

@@ -29,9 +29,8 @@ from xml.etree import ElementTree
 
 from cocotb_tools.runner import get_runner
 
-from deca.toolchain import BUILD_WAIVERS, ICARUS_GENERATION, VERILATOR_BUILD_ARGS, verilator_env
+from deca.toolchain import BUILD_WAIVERS, ICARUS_GENERATION, SIMULATORS, VERILATOR_BUILD_ARGS, verilator_env
 
-SIMULATORS = ("icarus", "verilator")
 PARAMS_ENV = "DECA_TB_PARAMS"
 BUILD_ROOT = Path(__file__).resolve().parents[2] / "build" / "cocotb"
 #: cocotb clocks are given in ns; Amaranth's Verilog has no `timescale of its own.

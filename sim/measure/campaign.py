@@ -25,8 +25,8 @@ from pathlib import Path
 from deca.errors import UsageError
 from deca.hw.generate import generate_cached, top_name
 from deca.hw.params import ParameterError, check_params
-
-from deca.sim.bench.runner import BUILD_ROOT, SIMULATORS, run
+from deca.sim.bench.runner import BUILD_ROOT, run
+from deca.toolchain import SIMULATORS
 
 from .records import COLUMNS, read_records
 

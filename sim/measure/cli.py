@@ -1,5 +1,7 @@
 """``deca run`` (the main job: one design, the default workloads, both invocation modes) and
-``deca sweep`` (a W x L x workload grid), measured on the RTL with the core and memory models."""
+``deca sweep`` (a W x L x workload grid), measured on the RTL with the core and memory models.
+
+Building the parsers imports no simulator: the commands import the campaign machinery when they run."""
 
 import argparse
 import hashlib
@@ -10,15 +12,10 @@ from pathlib import Path
 from deca.args import number_list
 from deca.errors import UsageError
 from deca.golden import SCHEMES, load
-
 from deca.sim.bench.cores import LINK_LATENCY, MODES, TEPL_QUEUE
-from deca.sim.bench.runner import SIMULATORS
 from deca.sim.bench.system import HIT_LATENCY, MISS_LATENCY, system
 from deca.sim.model.platform import PRESETS
-
-from .campaign import Campaign, code_digest, designs, stderr_log, write_tables
-from .point import Point, workload_name
-from .report import print_summary, write_report
+from deca.toolchain import SIMULATORS
 
 #: ``deca run``'s workloads: Q8 at the paper's Table 4 densities, dense MXFP4 and half-pruned BF16.
 RUN_WORKLOADS = ("bf8@1", "bf8@0.5", "bf8@0.2", "bf8@0.05", "mxfp4@1", "bf16@0.5")
@@ -70,6 +67,8 @@ def _add_system(p, modes):
 
 
 def _campaign(args, tiles, replace, **extra):
+    from .campaign import Campaign, code_digest
+
     sys_ = system(args.platform, args.platforms, bandwidth=args.bandwidth, miss_latency=args.miss_latency,
                   hit_latency=args.hit_latency, link_latency=args.link_latency, tepl_queue=args.tepl_queue,
                   batch=args.batch, prefetch_degree=args.prefetch_degree, squash_prob=args.squash_prob)
@@ -84,6 +83,9 @@ def _campaign(args, tiles, replace, **extra):
 
 
 def _finish(campaign, points, args, title, explanations=()):
+    from .campaign import stderr_log, write_tables
+    from .report import print_summary, write_report
+
     try:
         records = campaign.run(points, args.sim, args.jobs, log=stderr_log)
     except KeyboardInterrupt:
@@ -97,6 +99,9 @@ def _finish(campaign, points, args, title, explanations=()):
 
 
 def cmd_run(args):
+    from .campaign import designs
+    from .point import Point
+
     if args.matrix is not None:
         if not args.matrix.is_file():
             raise UsageError(f"no such compressed matrix: {args.matrix}")
@@ -117,6 +122,9 @@ def cmd_run(args):
 
 
 def cmd_sweep(args):
+    from .campaign import designs, stderr_log
+    from .point import Point, workload_name
+
     valid, skipped = designs(args.W, args.L)
     for W, L, why in skipped:
         stderr_log(f"skipping W={W} L={L}: {why}")

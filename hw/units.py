@@ -1,0 +1,73 @@
+"""Every block of the PE that can be generated, linted and synthesized on its own (``deca generate
+--design NAME``, ``deca synth --design NAME``), as it is built inside the PE of a design (W, L and
+the PE's parameters): the unit of test and of synthesis is the block the paper names."""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from deca.golden.format import MASK_BYTES
+
+from .datapath import Datapath
+from .expander import Expander
+from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
+from .loader import Loader
+from .lut_array import LUTArray
+from .params import LOADERS
+from .pe import PE, check_pe_params
+from .pipeline import Pipeline
+from .prefetcher import Prefetcher
+from .prefix_sum import WindowUnit
+from .queues import LineQueue
+from .scaler import BF16Scaler
+from .tags import TagTable
+from .tout import TOut
+
+
+@dataclass(frozen=True)
+class Unit:
+    what: str
+    build: Callable  # (W, L, tags, sqq_bytes, addr_bits, id_bits) -> the component
+
+
+def _sqq(W, L, sqq_bytes, **_):
+    beat_bytes = value_beat_bits(W, L) // 8
+    row_bytes = max(LINE_BYTES, beat_bytes)
+    return LineQueue(sqq_bytes // row_bytes, row_bytes, beat_bytes)
+
+
+UNITS = {
+    "pe": Unit("the complete PE (paper, Fig. 7 and 10)",
+               lambda W, L, **p: PE(W, L, **p)),
+    "datapath": Unit("the vector path: a window unit in front of the pipeline",
+                     lambda W, L, **_: Datapath(W, L)),
+    "pipeline": Unit("dequantization, expansion and scaling, shared by the loaders",
+                     lambda W, L, **_: Pipeline(W, L)),
+    "loader": Unit("one loader: request checks, tag table, queues, window unit",
+                   lambda W, L, **p: Loader(W, L, **p)),
+    "sqq": Unit("the SQQ: a LineQueue of the value stream",
+                _sqq),
+    "mask_queue": Unit("the bitmask queue: a one-row LineQueue",
+                       lambda W, L, **_: LineQueue(1, LINE_BYTES, MASK_BYTES)),
+    "tag_table": Unit("a loader's tag table",
+                      lambda W, L, tags, **_: TagTable(tags)),
+    "prefetcher": Unit("the stream prefetcher",
+                       lambda W, L, addr_bits, id_bits, **_: Prefetcher(addr_bits, id_bits)),
+    "window_unit": Unit("popcount and prefix sums",
+                        lambda W, L, **_: WindowUnit(W)),
+    "expander": Unit("the triangular crossbar expander",
+                     lambda W, L, **_: Expander(W)),
+    "lut_array": Unit("the L big LUTs",
+                      lambda W, L, **_: LUTArray(L, physical_lanes(W, L))),
+    "bf16_scaler": Unit("one exact BF16 multiplier of the scaling stage",
+                        lambda W, L, **_: BF16Scaler()),
+    "tout": Unit("the TOut buffers and the completion port",
+                 lambda W, L, id_bits, **_: TOut(W, id_bits, LOADERS)),
+}
+
+
+def build_unit(name, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8):
+    """The component of unit ``name`` for the design (W, L, ...), whose parameters are checked first."""
+    if name not in UNITS:
+        raise ValueError(f"unknown design {name!r}; choose from {', '.join(UNITS)}")
+    check_pe_params(W, L, tags, sqq_bytes, addr_bits, id_bits)
+    return UNITS[name].build(W, L, tags=tags, sqq_bytes=sqq_bytes, addr_bits=addr_bits, id_bits=id_bits)
