@@ -71,7 +71,7 @@ def request_error(m, req, mode, addr_bits):
 
 class Loader(wiring.Component):
     """One TEPL at a time (see the module docstring). ``release``: its completion went out;
-    ``abort``: a squash drops it, whatever its state; ``grant``: the PE takes at most one request
+    ``squash``: drop it, whatever its state; ``grant``: the PE takes at most one request
     per cycle. ``failed``: FAILED, and the pipeline's selectors have skipped the request."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
@@ -81,7 +81,7 @@ class Loader(wiring.Component):
             "mode": In(ModeSignature()),
             "req": In(stream.Signature(tepl_request_layout(addr_bits, id_bits))),
             "grant": In(1),
-            "abort": In(1),
+            "squash": In(1),
             "release": In(1),
             "state": Out(LoaderState),
             "reason": Out(ErrorReason),
@@ -103,7 +103,7 @@ class Loader(wiring.Component):
         m.submodules.mask_queue = mask_q = LineQueue(1, LINE_BYTES, MASK_BYTES)
         m.submodules.scale_queue = scale_q = LineQueue(1, LINE_BYTES, LINE_BYTES)
         window = WindowUnit(self.W)
-        m.submodules.window = ResetInserter(self.abort)(window)
+        m.submodules.window = ResetInserter(self.squash)(window)
         queues = {Stream.MASK: mask_q, Stream.SCALE: scale_q, Stream.VALUE: sqq}
 
         meta = Signal(tepl_request_layout(self.addr_bits, len(self.id)))
@@ -117,7 +117,7 @@ class Loader(wiring.Component):
             m.d.sync += [state.eq(LoaderState.FAILED), reason.eq(why), skips.eq(Cat(1, 1, scaling))]
 
         # A request starts the queues' streams and is checked against the configuration.
-        m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant & ~self.abort)
+        m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant & ~self.squash)
         accept = self.req.valid & self.req.ready
         bad = request_error(m, self.req.payload, self.mode, self.addr_bits)
         for s, (addr, length) in stream_fields(self.req.payload).items():
@@ -129,11 +129,11 @@ class Loader(wiring.Component):
             with m.Else():
                 fail(bad)
 
-        active = (state == LoaderState.ACTIVE) & ~self.abort
+        active = (state == LoaderState.ACTIVE) & ~self.squash
         self._issue_lines(m, tags, sqq, stream_fields(meta), accept, active)
         self._route_responses(m, tags, queues)
         checked = self._check_value_length(m, mask_q, meta, accept, active, fail)
-        m.d.comb += tags.abort.eq(self.abort | (state == LoaderState.FAILED))
+        m.d.comb += tags.discard.eq(self.squash | (state == LoaderState.FAILED))
 
         flowing = active & checked
         m.d.comb += [
@@ -157,7 +157,7 @@ class Loader(wiring.Component):
         with m.If(active & ~scaling):
             m.d.comb += scale_q.beats.ready.eq(1)
 
-        with m.If(self.abort):
+        with m.If(self.squash):
             m.d.sync += [state.eq(LoaderState.IDLE), skips.eq(0)]
         with m.Elif(self.release):
             m.d.sync += state.eq(LoaderState.IDLE)

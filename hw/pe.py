@@ -131,7 +131,7 @@ class PE(wiring.Component):
         idle_and_asked = []
         for i, loader in enumerate(loaders):
             wiring.connect(m, wiring.flipped(self.tepl_req[i]), loader.req)
-            m.d.comb += [loader.abort.eq(self.squash), loader.grant.eq(~Cat(idle_and_asked).any())]
+            m.d.comb += [loader.squash.eq(self.squash), loader.grant.eq(~Cat(idle_and_asked).any())]
             idle_and_asked.append(self.tepl_req[i].valid & (loader.state == LoaderState.IDLE))
         accepted = Cat(ld.req.valid & ld.req.ready for ld in loaders)
         which = Signal(range(LOADERS))

@@ -33,7 +33,7 @@ class TagTable(wiring.Component):
             "lookup_tag": In(range(entries)),
             "line": Out(line_layout()),
             "stale": Out(1),
-            "abort": In(1),  # every allocated entry becomes stale
+            "discard": In(1),  # the tile was aborted: every allocated entry becomes stale
             "outstanding": Out(1),  # some entry is allocated
         })
 
@@ -61,6 +61,6 @@ class TagTable(wiring.Component):
                 m.d.sync += [busy[i].eq(1), stale[i].eq(0), lines[i].eq(self.alloc_line)]
             with m.Elif(returned):
                 m.d.sync += [busy[i].eq(0), stale[i].eq(0)]
-            with m.Elif(self.abort):
+            with m.Elif(self.discard):
                 m.d.sync += stale[i].eq(busy[i])
         return m
