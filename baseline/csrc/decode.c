@@ -1,0 +1,453 @@
+/* Software decompression of DECA compressed tiles into BF16 tiles, bit-exact to deca.golden.
+ *
+ * The format is the one of golden/format.py; the arithmetic is golden/numerics.py's scale_mul.
+ * Two implementations share one entry point: AVX-512 (F, BW, VL, VBMI, VBMI2; compiled with
+ * target attributes so the file builds anywhere) and a portable scalar loop. Both validate the
+ * streams exactly where the golden model does and return the first bad tile; Python then asks
+ * the golden model for the message, so both report the same error.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <x86intrin.h>
+#define DECA_X86 1
+#else
+#define DECA_X86 0
+#endif
+
+enum { SCALE_NONE = 0, SCALE_BF16 = 1, SCALE_E8M0 = 2, SCALE_E4M3 = 3 };
+enum { PATH_SCALAR = 0, PATH_AVX512 = 1 };
+
+/* Per-kernel configuration (TileConfig), filled from Python. */
+typedef struct {
+    int32_t q_bits, sparse, scale_fmt, scale_group, lut_size;
+    uint16_t lut[256];
+} deca_cfg;
+
+/* Counters of one decode call: tiles that took the exact slow path for special E8M0 scales. */
+typedef struct {
+    int64_t slow_tiles;
+} deca_stats;
+
+/* ---------------------------------------------------------------------------------------------
+ * Shared scalar pieces
+ * ------------------------------------------------------------------------------------------- */
+
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* Exact value of an E4M3FN code as float (NaN for 0x7F/0xFF). */
+static float e4m3_value(uint8_t x) {
+    int e = (x >> 3) & 15, m = x & 7;
+    float mag;
+    if ((x & 0x7F) == 0x7F) return bits_f32(0x7FC00000u);
+    if (e == 0) mag = (float)m / 8.0f * (1.0f / 64.0f);
+    else { mag = (1.0f + (float)m / 8.0f); for (int i = e - 7; i > 0; i--) mag *= 2.0f; for (int i = e - 7; i < 0; i++) mag *= 0.5f; }
+    return (x & 0x80) ? -mag : mag;
+}
+
+/* A BF16 pattern as float with a zero exponent field read as signed zero (DAZ). */
+static inline float bf16_daz(uint16_t v) {
+    return bits_f32((v & 0x7F80) ? (uint32_t)v << 16 : (uint32_t)(v & 0x8000) << 16);
+}
+
+/* The scale of element group s of a tile as float, for BF16 and E4M3 scale streams. */
+static inline float scale_float(const uint8_t *sc, int fmt, int s) {
+    if (fmt == SCALE_BF16) return bf16_daz((uint16_t)(sc[2 * s] | sc[2 * s + 1] << 8));
+    return e4m3_value(sc[s]);
+}
+
+/* Float32 product of two BF16-exact operands -> BF16 by scale_mul's rules. The product of two
+ * 8-bit significands is exact in float32 except far below 2^-126, where the result flushes anyway;
+ * just below 2^-126 it is exact, and rounding to 8 bits there reaches 2^-126 from
+ * 2^-126 - 2^-135 (the tie goes to the even 2^-126) upwards. */
+static inline uint16_t round_product(float p) {
+    uint32_t b = f32_bits(p);
+    if (p != p) return 0x7FC0;
+    if ((b & 0x7F800000u) == 0) return (uint16_t)((b >> 16) & 0x8000) | ((b & 0x7FFFFFFFu) >= 0x7FC000u ? 0x80 : 0);
+    return (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1)) >> 16);
+}
+
+/* BF16 v times 2^k (E8M0 code x = k + 127), by scale_mul's rules. */
+static inline uint16_t e8m0_mul(uint16_t v, int x) {
+    int e = (v >> 7) & 0xFF, sign = v & 0x8000;
+    if (x == 0xFF || (e == 0xFF && (v & 0x7F))) return 0x7FC0;
+    if (e == 0xFF) return v;
+    if (e == 0) return (uint16_t)sign;
+    int E = e + x - 127;
+    if (E >= 0xFF) return (uint16_t)(sign | 0x7F80);
+    if (E <= 0) return (uint16_t)sign;
+    return (uint16_t)(sign | E << 7 | (v & 0x7F));
+}
+
+static inline int popcount64(uint64_t x) { return __builtin_popcountll(x); }
+
+/* Stored elements of a tile and the value-stream checks of golden.matrix._decode (length, zero
+ * padding). Returns the number stored, or -1 when the stream is malformed. */
+static int check_stream(const deca_cfg *cfg, const uint8_t *vals, int64_t vlen, const uint8_t *mask) {
+    int n = 512;
+    if (mask) {
+        n = 0;
+        for (int i = 0; i < 8; i++) { uint64_t w; memcpy(&w, mask + 8 * i, 8); n += popcount64(w); }
+    }
+    int64_t bits = (int64_t)n * cfg->q_bits;
+    if (vlen != (bits + 7) / 8) return -1;
+    int tail = (int)(bits % 8);
+    if (tail && (vals[vlen - 1] >> tail)) return -1;
+    return n;
+}
+
+static inline uint16_t *tile_out(uint16_t *out, int64_t t, int64_t tile_cols, int64_t row_stride) {
+    if (tile_cols == 0) return out;  /* every tile into one buffer (benchmarks) */
+    return out + (t / tile_cols) * 16 * row_stride + (t % tile_cols) * 32;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Portable scalar path
+ * ------------------------------------------------------------------------------------------- */
+
+static int64_t decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                             const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                             uint16_t *out, int64_t tile_cols, int64_t row_stride) {
+    const int q = cfg->q_bits, g = cfg->scale_group, fmt = cfg->scale_fmt;
+    const int scale_len = fmt == SCALE_NONE ? 0 : (512 / g) * (fmt == SCALE_BF16 ? 2 : 1);
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *vals = values + val_off[t];
+        const uint8_t *mask = cfg->sparse ? masks + 64 * t : NULL;
+        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
+        if (check_stream(cfg, vals, val_off[t + 1] - val_off[t], mask) < 0) return t + 1;
+        uint16_t *o = tile_out(out, t, tile_cols, row_stride);
+        int64_t bp = 0;
+        for (int e = 0; e < 512; e++) {
+            uint16_t v = 0;
+            if (!mask || (mask[e >> 3] >> (e & 7) & 1)) {
+                uint32_t code = 0;
+                for (int b = 0; b < q; b++, bp++) code |= (uint32_t)(vals[bp >> 3] >> (bp & 7) & 1) << b;
+                if (q <= 8 && code >= (uint32_t)cfg->lut_size) return t + 1;
+                v = q <= 8 ? cfg->lut[code] : (uint16_t)code;
+                if (fmt) {
+                    int s = (e >> 5) * (32 / g) + (e & 31) / g;
+                    v = fmt == SCALE_E8M0 ? e8m0_mul(v, sc[s]) : round_product(bf16_daz(v) * scale_float(sc, fmt, s));
+                }
+            }
+            o[(e >> 5) * row_stride + (e & 31)] = v;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * AVX-512 path
+ * ------------------------------------------------------------------------------------------- */
+#if DECA_X86
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")))
+
+/* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb): for a row whose first code starts at bit b0
+ * of byte 0, code k lands in byte k. Qword j gathers the 8 bytes from B_j = (b0 + 8jQ) / 8 on,
+ * which hold codes 8j..8j+7 (8Q + 7 <= 63 bits); byte k then selects 8 bits at its offset. */
+static uint8_t unpack_perm[8][8][32], unpack_shift[8][8][32];
+
+static void init_unpack_tables(void) {
+    for (int q = 1; q < 8; q++)
+        for (int b0 = 0; b0 < 8; b0++)
+            for (int k = 0; k < 32; k++) {
+                int j = k >> 3, base = (b0 + 8 * j * q) >> 3;
+                unpack_perm[q][b0][k] = (uint8_t)(base + (k & 7));
+                unpack_shift[q][b0][k] = (uint8_t)(b0 + k * q - 8 * base);
+            }
+}
+
+/* Codes of 32 consecutive stored elements from stream bit bp, one per byte. */
+AVX512 static inline __m256i unpack_row(const uint8_t *vals, int64_t vlen, int64_t bp, int q) {
+    int64_t byte = bp >> 3;
+    int64_t avail = vlen - byte;
+    __mmask32 k = avail >= 32 ? 0xFFFFFFFFu : avail <= 0 ? 0 : (__mmask32)((1u << avail) - 1);
+    __m256i data = _mm256_maskz_loadu_epi8(k, vals + byte);  /* masked: never reads past the stream */
+    int b0 = (int)(bp & 7);
+    __m256i perm = _mm256_loadu_si256((const __m256i *)unpack_perm[q][b0]);
+    __m256i shift = _mm256_loadu_si256((const __m256i *)unpack_shift[q][b0]);
+    __m256i codes = _mm256_multishift_epi64_epi8(shift, _mm256_permutexvar_epi8(perm, data));
+    return _mm256_and_si256(codes, _mm256_set1_epi8((char)((1 << q) - 1)));
+}
+
+/* The LUT split into low and high bytes, 64 entries per register; word interleave indices. */
+typedef struct {
+    __m512i lo[4], hi[4], inter0, inter1;
+} lut_regs;
+
+AVX512 static void load_lut(const deca_cfg *cfg, int daz, lut_regs *L) {
+    uint8_t lo[256], hi[256], i0[64], i1[64];
+    for (int i = 0; i < 256; i++) {
+        uint16_t v = cfg->lut[i];
+        if (daz && !(v & 0x7F80)) v &= 0x8000;  /* the scaler reads zero-exponent inputs as zero */
+        lo[i] = (uint8_t)v; hi[i] = (uint8_t)(v >> 8);
+    }
+    for (int i = 0; i < 4; i++) {
+        L->lo[i] = _mm512_loadu_si512(lo + 64 * i);
+        L->hi[i] = _mm512_loadu_si512(hi + 64 * i);
+    }
+    for (int i = 0; i < 32; i++) {
+        i0[2 * i] = (uint8_t)i; i0[2 * i + 1] = (uint8_t)(64 + i);
+        i1[2 * i] = (uint8_t)(32 + i); i1[2 * i + 1] = (uint8_t)(96 + i);
+    }
+    L->inter0 = _mm512_loadu_si512(i0);
+    L->inter1 = _mm512_loadu_si512(i1);
+}
+
+/* LUT lookup of 64 byte codes (two rows): BF16 words of row 0 in *w0 and row 1 in *w1. */
+AVX512 static inline void lookup(const lut_regs *L, int q, __m512i idx, __m512i *w0, __m512i *w1) {
+    __m512i lo, hi;
+    if (q <= 6) {
+        lo = _mm512_permutexvar_epi8(idx, L->lo[0]);
+        hi = _mm512_permutexvar_epi8(idx, L->hi[0]);
+    } else if (q == 7) {
+        lo = _mm512_permutex2var_epi8(L->lo[0], idx, L->lo[1]);
+        hi = _mm512_permutex2var_epi8(L->hi[0], idx, L->hi[1]);
+    } else {
+        __mmask64 top = _mm512_movepi8_mask(idx);
+        lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L->lo[0], idx, L->lo[1]),
+                                    _mm512_permutex2var_epi8(L->lo[2], idx, L->lo[3]));
+        hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L->hi[0], idx, L->hi[1]),
+                                    _mm512_permutex2var_epi8(L->hi[2], idx, L->hi[3]));
+    }
+    *w0 = _mm512_permutex2var_epi8(lo, L->inter0, hi);
+    *w1 = _mm512_permutex2var_epi8(lo, L->inter1, hi);
+}
+
+/* scale_mul of 32 BF16 words (DAZ already applied) by two float scales (lanes 0-15, 16-31). */
+AVX512 static inline __m512i mul_round(__m512i v, __m512 s0, __m512 s1) {
+    const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+                                         31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i a0 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16);
+    __m512i a1 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16);
+    __m512i r[2];
+    for (int h = 0; h < 2; h++) {
+        __m512 p = _mm512_mul_ps(_mm512_castsi512_ps(h ? a1 : a0), h ? s1 : s0);
+        __m512i b = _mm512_castps_si512(p);
+        __m512i t = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)),
+                                     _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
+        __mmask16 sub = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7F800000));
+        if (sub) {
+            __mmask16 up = _mm512_mask_cmpge_epu32_mask(sub, _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                       _mm512_set1_epi32(0x7FC000));
+            t = _mm512_mask_and_epi32(t, sub, b, _mm512_set1_epi32((int)0x80000000u));
+            t = _mm512_mask_or_epi32(t, up, t, _mm512_set1_epi32(0x00800000));
+        }
+        __mmask16 nan = _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q);
+        r[h] = _mm512_mask_mov_epi32(t, nan, _mm512_set1_epi32(0x7FC00000));
+    }
+    return _mm512_permutex2var_epi16(r[0], odd, r[1]);
+}
+
+/* v times 2^k per lane (kv = k, k7 = k << 7), exact by scale_mul's rules (every special case). */
+AVX512 static inline __m512i e8m0_exact(__m512i v, __m512i kv, __m512i k7, __mmask32 nan_scale) {
+    __m512i e = _mm512_and_si512(_mm512_srli_epi16(v, 7), _mm512_set1_epi16(0xFF));
+    __m512i E = _mm512_add_epi16(e, kv);
+    __m512i sign = _mm512_and_si512(v, _mm512_set1_epi16((short)0x8000));
+    __m512i r = _mm512_add_epi16(v, k7);
+    __mmask32 under = _mm512_cmple_epi16_mask(E, _mm512_setzero_si512()) | _mm512_cmpeq_epi16_mask(e, _mm512_setzero_si512());
+    r = _mm512_mask_mov_epi16(r, _mm512_cmpgt_epi16_mask(E, _mm512_set1_epi16(254)),
+                              _mm512_or_si512(sign, _mm512_set1_epi16(0x7F80)));
+    r = _mm512_mask_mov_epi16(r, under, sign);
+    r = _mm512_mask_mov_epi16(r, _mm512_cmpeq_epi16_mask(e, _mm512_set1_epi16(0xFF)), v);
+    __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), _mm512_set1_epi16(0x7F80));
+    return _mm512_mask_mov_epi16(r, nan | nan_scale, _mm512_set1_epi16(0x7FC0));
+}
+
+/* Per-lane scale of a row for E8M0: k (or k << 7) of lanes 0-15 from scale s0, 16-31 from s1. */
+AVX512 static inline __m512i two_halves(int a, int b) {
+    return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)a), _mm512_set1_epi16((short)b));
+}
+
+/* E8M0 codes x for which v + ((x - 127) << 7) is exact for every nonzero-exponent LUT entry: no
+ * entry overflows or underflows and none is Inf/NaN. Empty (lo > hi) when the LUT has specials. */
+static void e8m0_safe_range(const deca_cfg *cfg, int *lo, int *hi) {
+    int emin = 255, emax = 0;
+    for (int i = 0; i < cfg->lut_size; i++) {
+        int e = (cfg->lut[i] >> 7) & 0xFF;
+        if (e == 0xFF) { *lo = 1; *hi = 0; return; }
+        if (e) { if (e < emin) emin = e; if (e > emax) emax = e; }
+    }
+    if (emax == 0) { *lo = 0; *hi = 254; return; }  /* only zeros: any finite scale */
+    *lo = 128 - emin > 0 ? 128 - emin : 0;   /* emin + x - 127 >= 1 */
+    *hi = 381 - emax < 254 ? 381 - emax : 254;  /* emax + x - 127 <= 254, and x != 255 (NaN) */
+}
+
+AVX512 static int64_t decode_avx512(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                                    const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                                    uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
+    const int q = cfg->q_bits, g = cfg->scale_group, fmt = cfg->scale_fmt, sparse = cfg->sparse;
+    const int scale_len = fmt == SCALE_NONE ? 0 : (512 / g) * (fmt == SCALE_BF16 ? 2 : 1);
+    const int check_codes = q <= 8 && cfg->lut_size < (1 << q);
+    const __m256i lut_size = _mm256_set1_epi8((char)(cfg->lut_size > 255 ? 255 : cfg->lut_size));
+    lut_regs L;
+    load_lut(cfg, fmt != SCALE_NONE, &L);
+    int safe_lo = 1, safe_hi = 0;
+    if (fmt == SCALE_E8M0) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
+    /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
+    if (q == 16) { safe_lo = 1; safe_hi = 0; }
+
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *vals = values + val_off[t];
+        const int64_t vlen = val_off[t + 1] - val_off[t];
+        const uint8_t *mask = sparse ? masks + 64 * t : NULL;
+        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
+        if (check_stream(cfg, vals, vlen, mask) < 0) return t + 1;
+        uint16_t *o = tile_out(out, t, tile_cols, row_stride);
+        int fast_e8m0 = 0;
+        if (fmt == SCALE_E8M0) {
+            int n = 512 / g;
+            __m256i x = _mm256_maskz_loadu_epi8(n == 32 ? 0xFFFFFFFFu : 0xFFFFu, sc);
+            __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
+                                   | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
+            fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & (n == 32 ? 0xFFFFFFFFu : 0xFFFFu));
+            stats->slow_tiles += !fast_e8m0;
+        }
+        int64_t bp = 0;
+        for (int r = 0; r < 16; r += 2) {
+            __mmask32 m[2] = {0xFFFFFFFFu, 0xFFFFFFFFu};
+            __m512i w[2];
+            if (sparse) { memcpy(&m[0], mask + 4 * r, 4); memcpy(&m[1], mask + 4 * r + 4, 4); }
+            if (q == 16) {
+                for (int i = 0; i < 2; i++) {
+                    w[i] = sparse ? _mm512_maskz_expandloadu_epi16(m[i], vals + (bp >> 3)) : _mm512_loadu_si512(vals + (bp >> 3));
+                    bp += 16 * (int64_t)_mm_popcnt_u32(m[i]);
+                    if (fmt == SCALE_BF16 || fmt == SCALE_E4M3)  /* DAZ, as load_lut does for the LUT */
+                        w[i] = _mm512_mask_mov_epi16(w[i], _mm512_testn_epi16_mask(w[i], _mm512_set1_epi16(0x7F80)),
+                                                     _mm512_and_si512(w[i], _mm512_set1_epi16((short)0x8000)));
+                }
+            } else {
+                __m256i c[2];
+                for (int i = 0; i < 2; i++) {
+                    if (q == 8) c[i] = sparse ? _mm256_maskz_expandloadu_epi8(m[i], vals + (bp >> 3))
+                                              : _mm256_loadu_si256((const __m256i *)(vals + (bp >> 3)));
+                    else {
+                        c[i] = unpack_row(vals, vlen, bp, q);
+                        if (sparse) c[i] = _mm256_maskz_expand_epi8(m[i], c[i]);
+                    }
+                    bp += q * (int64_t)_mm_popcnt_u32(m[i]);
+                    if (check_codes && _mm256_mask_cmpge_epu8_mask(m[i], c[i], lut_size)) return t + 1;
+                }
+                lookup(&L, q, _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1), &w[0], &w[1]);
+            }
+            for (int i = 0; i < 2; i++) {
+                int row = r + i;
+                int s0 = g == 32 ? row : 2 * row, s1 = g == 32 ? row : 2 * row + 1;
+                __m512i v = w[i];
+                if (fmt == SCALE_E8M0) {
+                    int x0 = sc[s0], x1 = sc[s1];
+                    __m512i k7 = two_halves((x0 - 127) << 7, (x1 - 127) << 7);
+                    if (fast_e8m0)  /* zero-exponent (zero) entries stay signed zero */
+                        v = _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7F80)), v, k7);
+                    else
+                        v = e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
+                                       (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
+                } else if (fmt) {
+                    v = mul_round(v, _mm512_set1_ps(scale_float(sc, fmt, s0)), _mm512_set1_ps(scale_float(sc, fmt, s1)));
+                }
+                _mm512_storeu_si512(o + row * row_stride, sparse ? _mm512_maskz_mov_epi16(m[i], v) : v);
+            }
+        }
+    }
+    return 0;
+}
+
+AVX512 static uint64_t stream_read_avx512(const uint8_t *buf, int64_t n) {
+    __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (int64_t i = 0; i + 256 <= n; i += 256) {
+        acc0 = _mm512_xor_si512(acc0, _mm512_loadu_si512(buf + i));
+        acc1 = _mm512_xor_si512(acc1, _mm512_loadu_si512(buf + i + 64));
+        acc2 = _mm512_xor_si512(acc2, _mm512_loadu_si512(buf + i + 128));
+        acc3 = _mm512_xor_si512(acc3, _mm512_loadu_si512(buf + i + 192));
+    }
+    return (uint64_t)_mm512_reduce_or_epi64(_mm512_xor_si512(_mm512_xor_si512(acc0, acc1), _mm512_xor_si512(acc2, acc3)));
+}
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Entry points (ctypes)
+ * ------------------------------------------------------------------------------------------- */
+
+/* 1 when this CPU runs the AVX-512 path. */
+int deca_have_avx512(void) {
+#if DECA_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+           __builtin_cpu_supports("avx512vbmi2");
+#else
+    return 0;
+#endif
+}
+
+/* Decode ntiles tiles. Tile t's values are values[val_off[t]:val_off[t+1]], its mask
+ * masks[64t:64t+64] (sparse), its scales block block_of_tile[t] of ``scales``. Row r of tile t
+ * goes to out + (t / tile_cols) * 16 * row_stride + (t % tile_cols) * 32 + r * row_stride
+ * (tile_cols = 0: every tile to ``out``). Returns 0, or t + 1 for the first malformed tile t, or
+ * -1 when the AVX-512 path is asked for on a CPU without it. */
+int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                    const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                    uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
+    if (path == PATH_AVX512) {
+#if DECA_X86
+        static int tables_ready;
+        if (!deca_have_avx512()) return -1;
+        if (!tables_ready) { init_unpack_tables(); tables_ready = 1; }
+        return decode_avx512(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride, stats);
+#else
+        return -1;
+#endif
+    }
+    return decode_scalar(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride);
+}
+
+/* Time stamp counter (0 where there is none). */
+uint64_t deca_tsc(void) {
+#if DECA_X86
+    return __rdtsc();
+#else
+    return 0;
+#endif
+}
+
+/* ``deca_decode`` timed with the TSC: ticks of the whole call in *ticks. */
+int64_t deca_decode_timed(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                          const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                          uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats, uint64_t *ticks) {
+    uint64_t t0 = deca_tsc();
+    int64_t rc = deca_decode(cfg, path, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols,
+                             row_stride, stats);
+    *ticks = deca_tsc() - t0;
+    return rc;
+}
+
+/* TSC ticks of n dependent integer adds: one add per core cycle, so n / ticks is the core clock
+ * in TSC ticks. */
+uint64_t deca_add_chain(int64_t n) {
+    uint64_t t0 = deca_tsc(), x = 0;
+    for (int64_t i = 0; i < n; i += 8) {
+#if DECA_X86
+        __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                         "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+#else
+        __asm__ volatile("" : "+r"(x));
+        x += 8;
+#endif
+    }
+    return deca_tsc() - t0 + (x == 1);  /* x keeps the chain alive */
+}
+
+/* TSC ticks to read n bytes (a multiple of 256) once, with the widest loads of ``path``. */
+uint64_t deca_stream_read(const uint8_t *buf, int64_t n, int path, uint64_t *sink) {
+    uint64_t t0 = deca_tsc(), acc = 0;
+#if DECA_X86
+    if (path == PATH_AVX512 && deca_have_avx512()) acc = stream_read_avx512(buf, n);
+    else
+#endif
+    for (int64_t i = 0; i < n; i += 8) { uint64_t w; memcpy(&w, buf + i, 8); acc ^= w; }
+    uint64_t dt = deca_tsc() - t0;
+    *sink = acc;
+    return dt;
+}
