@@ -1,0 +1,260 @@
+"""The software baseline's C kernels against the golden model: every scheme, density and special value.
+
+Tiles are built here from the format text (plain bit packing, not the golden compressor), so the
+kernels see streams no scheme would produce: random BF16 LUTs with NaN, Inf and subnormal entries,
+every scale byte of each 8-bit scale format, special BF16 scales. Both paths (AVX-512 and the
+portable scalar fallback) must give ``deca.golden.decompress``'s bits and errors.
+"""
+
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from deca import baseline
+from deca.baseline import build as baseline_build
+from deca.golden import CompressedMatrix, FormatError, TileConfig, decompress, decompress_tile
+from deca.golden.numerics import E2M1, E4M3, E5M2
+
+Q_ALL = (1, 2, 3, 4, 5, 6, 7, 8, 16)
+SCALINGS = ((None, 32), ("bf16", 16), ("bf16", 32), ("e8m0", 16), ("e8m0", 32), ("e4m3", 16), ("e4m3", 32))
+
+
+@pytest.fixture(params=baseline.PATHS)
+def path(request):
+    """Each kernel path; the AVX-512 one on a CPU without it must refuse with a clear message."""
+    if request.param == "avx512" and not baseline.avx512_supported():
+        with pytest.raises(baseline.Unsupported, match="lacks AVX-512"):
+            baseline.choose_path("avx512")
+        pytest.skip("this CPU has no AVX-512 (checked that the path refuses clearly)")
+    return request.param
+
+
+def pack(codes, q):
+    """Q-bit codes -> LSB-first little-endian byte stream of ceil(n*Q/8) bytes (format.py, item 2)."""
+    acc = 0
+    for k, c in enumerate(codes):
+        acc |= int(c) << (k * q)
+    return acc.to_bytes((len(codes) * q + 7) // 8, "little")
+
+
+def make_matrix(rng, config, n_tiles, density=1.0, scale_codes=None):
+    """A (16, 32 * n_tiles) CompressedMatrix of random codes, one scale block per tile."""
+    q = config.q_bits
+    bits = rng.random((n_tiles, 512)) < density if config.sparse else np.ones((n_tiles, 512), bool)
+    top = 1 << 16 if q == 16 else config.lut_size
+    streams = [pack(rng.integers(0, top, int(b.sum())), q) for b in bits]
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in streams])])
+    values = np.frombuffer(b"".join(streams), np.uint8).copy()
+    masks = np.packbits(bits, axis=1, bitorder="little") if config.sparse else None
+    blocks = block_of_tile = None
+    if config.scale_format:
+        n = 512 // config.scale_group
+        if scale_codes is None:
+            scale_codes = rng.integers(0, 1 << 16 if config.scale_format == "bf16" else 256, (n_tiles, n))
+        dtype = "<u2" if config.scale_format == "bf16" else np.uint8
+        blocks = np.asarray(scale_codes).astype(dtype).view(np.uint8).reshape(n_tiles, -1)
+        block_of_tile = np.arange(n_tiles)
+    return CompressedMatrix((16, 32 * n_tiles), "test", config, values, offsets, masks, blocks, block_of_tile)
+
+
+def random_lut(rng, with_specials=True):
+    """256 random BF16 patterns; with specials, NaN, Inf, zeros and subnormals are placed for sure."""
+    lut = rng.integers(0, 1 << 16, 256).astype(np.uint16)
+    if with_specials:
+        lut[rng.permutation(256)[:8]] = [0x7FC0, 0xFFC1, 0x7F80, 0xFF80, 0x0000, 0x8000, 0x0001, 0x807F]
+    else:  # finite, normal or zero
+        lut = np.where((lut & 0x7F80) == 0x7F80, lut & 0xBFFF, lut)
+    return lut
+
+
+def check(cm, path, stats=None):
+    want = decompress(cm)
+    got = baseline.decompress(cm, path, stats)
+    bad = np.argwhere(got != want)
+    assert not bad.size, (f"{path}: {len(bad)} elements differ, first at {tuple(bad[0])}: "
+                          f"{got[tuple(bad[0])]:#06x} vs golden {want[tuple(bad[0])]:#06x}")
+
+
+@pytest.mark.parametrize("q", Q_ALL)
+def test_every_q_sparsity_and_scaling(q, path, rng):
+    # Every Q x dense/sparse x scale format and group, random LUTs with specials, random scales
+    # (every BF16 pattern class turns up among 2 x 16 x 32 random ones), densities 0 to 1.
+    for sparse, (fmt, g) in itertools.product((False, True), SCALINGS):
+        lut_size = 256 if q == 16 else int(rng.integers(1, (1 << q) + 1))
+        cfg = TileConfig(q, sparse, fmt, g, random_lut(rng), lut_size)
+        for density in ((0.0, 0.05, 0.2, 0.5, 0.97, 1.0) if sparse else (1.0,)):
+            check(make_matrix(rng, cfg, 4, density), path)
+
+
+@pytest.mark.parametrize("fmt", ["e8m0", "e4m3"])
+@pytest.mark.parametrize("g", [16, 32])
+def test_every_8bit_scale_byte(fmt, g, path, rng):
+    # All 256 scale codes, each with every LUT kind: a real element format and random patterns.
+    n = 512 // g
+    scales = np.tile(np.arange(256), 2)[: 256 * 2 // n * n].reshape(-1, n)
+    for lut in (E2M1.lut(), E5M2.lut(), E4M3.lut(), random_lut(rng)):
+        for q, sparse in ((4, False), (8, True)):
+            cfg = TileConfig(q, sparse, fmt, g, lut, 1 << q)
+            check(make_matrix(rng, cfg, len(scales), 0.6, scales), path)
+
+
+def test_e8m0_fast_path_and_counted_slow_path(path, rng):
+    # MXFP4's E2M1 LUT: nonzero magnitudes 0.5 (exponent field 126) to 6 (129). Times 2^(x-127) they
+    # stay normal BF16 exactly when 126 + x - 127 >= 1 and 129 + x - 127 <= 254: x in [2, 252]. Tiles
+    # with a scale outside take the exact slow path, and only those are counted.
+    scales = rng.integers(0, 256, (64, 16))
+    scales[:32] = rng.integers(2, 253, (32, 16))
+    cfg = TileConfig(4, False, "e8m0", 32, E2M1.lut(), 16)
+    stats = baseline.Stats()
+    check(make_matrix(rng, cfg, 64, scale_codes=scales), path, stats)
+    want_slow = int(((scales < 2) | (scales > 252)).any(axis=1).sum())
+    assert stats.slow_tiles == (want_slow if path == "avx512" else 0)
+
+
+def test_all_codes_of_8bit_formats(path, rng):
+    # Codes 0..255 twice per tile, for E5M2 and E4M3 LUTs, unscaled and with special BF16 scales.
+    special_scales = [0x0000, 0x8000, 0x0001, 0x807F, 0x7F80, 0xFF80, 0x7FC0, 0x0080, 0x7F7F, 0x3F80, 0x0100, 0x7E00]
+    for lut in (E5M2.lut(), E4M3.lut()):
+        codes = np.tile(np.arange(256, dtype=np.uint16), 2)
+        for fmt in (None, "bf16"):
+            cfg = TileConfig(8, False, fmt, 32, lut, 256)
+            n = len(special_scales)
+            scales = np.repeat(np.array(special_scales), 16).reshape(n, 16) if fmt else None
+            cm = make_matrix(rng, cfg, n if fmt else 1, scale_codes=scales)
+            cm.values[:] = np.tile(codes.astype(np.uint8), len(cm.values) // 512)
+            check(cm, path)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "e4m3"])
+def test_products_next_to_the_smallest_normal(fmt, path, rng):
+    # Every significand of a LUT binade times scales whose products straddle 2^-126, where the
+    # scaler rounds to 8 bits and flushes below 2^-126: (1 - 2^-9) 2^-126 rounds up to 2^-126 (the
+    # tie goes to the even significand), (1 - 2^-8) 2^-126 is exact and flushes.
+    mant = np.arange(128, dtype=np.uint16)
+    if fmt == "bf16":  # values in [0.5, 1), scales in [2^-126, 2^-125)
+        lut = np.concatenate([0x3F00 | mant, 0xBF00 | mant])
+        scales = np.concatenate([0x0080 | mant, 0x8080 | mant])
+    else:  # values in [2^-119, 2^-117), E4M3 scales from 2^-9 up
+        lut = np.concatenate([0x0400 | mant, 0x8480 | mant])
+        scales = np.arange(256)
+    cfg = TileConfig(8, False, fmt, 32, lut.astype(np.uint16), 256)
+    cm = make_matrix(rng, cfg, len(scales) // 16, scale_codes=scales.reshape(-1, 16))
+    cm.values[:] = np.tile(np.arange(256, dtype=np.uint8), len(cm.values) // 256)
+    check(cm, path)
+
+
+def test_decompress_tile_matches_golden(path, rng):
+    for q, sparse, (fmt, g) in [(4, True, ("e4m3", 16)), (8, False, (None, 32)), (16, True, ("bf16", 32)),
+                                (3, True, ("e8m0", 32))]:
+        cfg = TileConfig(q, sparse, fmt, g, random_lut(rng), 1 << min(q, 8))
+        streams = make_matrix(rng, cfg, 1, 0.4).tile_streams(0)
+        assert np.array_equal(baseline.decompress_tile(*streams, cfg, path), decompress_tile(*streams, cfg))
+
+
+def test_large_matrix_from_the_compressor(path, rng):
+    # The fast path of decompress on real schemes and a matrix with partial tiles.
+    from deca.golden import compress
+
+    w = rng.standard_normal((100, 300)).astype(np.float32)
+    for scheme, density in (("mxfp4", None), ("int4", 0.5), ("bf8", 0.2), ("bf16", 0.5), ("nvfp4", None)):
+        check(compress(w, scheme, density=density), path)
+
+
+# Bad input ----------------------------------------------------------------------------------------
+
+
+def golden_error(fn, *args):
+    with pytest.raises(FormatError) as e:
+        fn(*args)
+    return str(e.value)
+
+
+def replace_tile(cm, t, mask, stream):
+    """``cm`` with tile t's mask and value stream replaced."""
+    streams = [cm.tile_streams(i)[0] for i in range(cm.num_tiles)]
+    streams[t] = stream
+    masks = cm.masks.copy()
+    masks[t] = np.frombuffer(mask, np.uint8)
+    return CompressedMatrix(cm.shape, cm.scheme, cm.config, np.frombuffer(b"".join(streams), np.uint8),
+                            np.concatenate([[0], np.cumsum([len(s) for s in streams])]), masks,
+                            cm.scale_blocks, cm.scale_block_of_tile)
+
+
+def test_malformed_tiles_give_the_golden_error(path, rng):
+    cfg = TileConfig(3, True, "bf16", 16, random_lut(rng), 5)
+    cm = make_matrix(rng, cfg, 6, 0.5)
+    one = bytes([1]) + bytes(63)  # one stored element: 3 code bits and 5 padding bits
+    broken = {
+        "code beyond the codebook": replace_tile(cm, 4, one, bytes([7])),
+        "nonzero padding": replace_tile(cm, 2, one, bytes([0xF9])),
+    }
+    for what, bad in broken.items():
+        want = golden_error(decompress, bad)
+        with pytest.raises(FormatError) as e:
+            baseline.decompress(bad, path)
+        assert str(e.value) == want, what
+
+    values, mask, scales = cm.tile_streams(0)
+    tiles = {
+        "value stream too long": (values + b"\0", mask, scales),
+        "mask too short": (values, mask[:-1], scales),
+        "scales too long": (values, mask, scales + b"\0\0"),
+        "nonzero padding": (bytes([0xF9]), one, scales),
+        "code beyond the codebook": (bytes([6]), one, scales),
+    }
+    for what, args in tiles.items():
+        want = golden_error(decompress_tile, *args, cfg)
+        with pytest.raises(FormatError) as e:
+            baseline.decompress_tile(*args, cfg, path)
+        assert str(e.value) == want, what
+
+
+# The fallback and the build -----------------------------------------------------------------------
+
+
+def test_without_avx512_the_scalar_fallback_runs_and_avx512_refuses(monkeypatch, rng):
+    monkeypatch.setenv("DECA_BASELINE_NO_AVX512", "1")
+    monkeypatch.delenv("DECA_BASELINE_PATH", raising=False)
+    assert not baseline.avx512_supported()
+    assert baseline.choose_path() == "scalar"
+    with pytest.raises(baseline.Unsupported, match=r"lacks AVX-512 F, BW, VL, VBMI and VBMI2.*scalar"):
+        baseline.choose_path("avx512")
+    check(make_matrix(rng, TileConfig(4, True, "e8m0", 32, E2M1.lut(), 16), 3, 0.5), None)
+
+
+def test_path_from_environment(monkeypatch):
+    monkeypatch.setenv("DECA_BASELINE_PATH", "scalar")
+    assert baseline.choose_path() == "scalar"
+    monkeypatch.setenv("DECA_BASELINE_PATH", "sse2")
+    with pytest.raises(ValueError, match="unknown software decompression path 'sse2'"):
+        baseline.choose_path()
+
+
+def test_missing_compiler_says_what_to_install(monkeypatch):
+    monkeypatch.setenv("CC", "no-such-cc-deca")
+    with pytest.raises(baseline.BuildError, match="no C compiler found.*apt-get install gcc"):
+        baseline_build.build()
+
+
+def test_build_is_keyed_by_the_sources(monkeypatch, tmp_path):
+    src = tmp_path / "decode.c"
+    src.write_bytes(baseline_build.SOURCES[0].read_bytes())
+    monkeypatch.setattr(baseline_build, "SOURCES", (src,))
+    monkeypatch.setattr(baseline_build, "BUILD_ROOT", tmp_path / "build")
+    first = baseline_build.library_path()
+    src.write_text(src.read_text() + "\n/* an edit */\n")
+    assert baseline_build.library_path() != first
+    src.write_text(src.read_text() + "\nsyntax error here\n")
+    with pytest.raises(baseline.BuildError, match="compiling the software baseline with .* failed"):
+        baseline_build.build()
+
+
+def test_cli_missing_compiler_exits_2():
+    env = {"CC": "no-such-cc-deca", "PATH": "/nonexistent"}
+    proc = subprocess.run([sys.executable, "-m", "deca.cli", "baseline", "--build"], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no C compiler found" in proc.stderr
