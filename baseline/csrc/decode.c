@@ -143,6 +143,7 @@ static int64_t decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t 
  * ------------------------------------------------------------------------------------------- */
 #if DECA_X86
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")))
+#define INLINE static inline __attribute__((always_inline))
 
 /* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb): for a row whose first code starts at bit b0
  * of byte 0, code k lands in byte k. Qword j gathers the 8 bytes from B_j = (b0 + 8jQ) / 8 on,
@@ -160,7 +161,7 @@ static void init_unpack_tables(void) {
 }
 
 /* Codes of 32 consecutive stored elements from stream bit bp, one per byte. */
-AVX512 static inline __m256i unpack_row(const uint8_t *vals, int64_t vlen, int64_t bp, int q) {
+AVX512 INLINE __m256i unpack_row(const uint8_t *vals, int64_t vlen, int64_t bp, int q) {
     int64_t byte = bp >> 3;
     int64_t avail = vlen - byte;
     __mmask32 k = avail >= 32 ? 0xFFFFFFFFu : avail <= 0 ? 0 : (__mmask32)((1u << avail) - 1);
@@ -197,7 +198,7 @@ AVX512 static void load_lut(const deca_cfg *cfg, int daz, lut_regs *L) {
 }
 
 /* LUT lookup of 64 byte codes (two rows): BF16 words of row 0 in *w0 and row 1 in *w1. */
-AVX512 static inline void lookup(const lut_regs *L, int q, __m512i idx, __m512i *w0, __m512i *w1) {
+AVX512 INLINE void lookup(const lut_regs *L, int q, __m512i idx, __m512i *w0, __m512i *w1) {
     __m512i lo, hi;
     if (q <= 6) {
         lo = _mm512_permutexvar_epi8(idx, L->lo[0]);
@@ -217,7 +218,7 @@ AVX512 static inline void lookup(const lut_regs *L, int q, __m512i idx, __m512i 
 }
 
 /* scale_mul of 32 BF16 words (DAZ already applied) by two float scales (lanes 0-15, 16-31). */
-AVX512 static inline __m512i mul_round(__m512i v, __m512 s0, __m512 s1) {
+AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1) {
     const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
                                          31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512i a0 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16);
@@ -242,7 +243,7 @@ AVX512 static inline __m512i mul_round(__m512i v, __m512 s0, __m512 s1) {
 }
 
 /* v times 2^k per lane (kv = k, k7 = k << 7), exact by scale_mul's rules (every special case). */
-AVX512 static inline __m512i e8m0_exact(__m512i v, __m512i kv, __m512i k7, __mmask32 nan_scale) {
+AVX512 INLINE __m512i e8m0_exact(__m512i v, __m512i kv, __m512i k7, __mmask32 nan_scale) {
     __m512i e = _mm512_and_si512(_mm512_srli_epi16(v, 7), _mm512_set1_epi16(0xFF));
     __m512i E = _mm512_add_epi16(e, kv);
     __m512i sign = _mm512_and_si512(v, _mm512_set1_epi16((short)0x8000));
@@ -257,7 +258,7 @@ AVX512 static inline __m512i e8m0_exact(__m512i v, __m512i kv, __m512i k7, __mma
 }
 
 /* Per-lane scale of a row for E8M0: k (or k << 7) of lanes 0-15 from scale s0, 16-31 from s1. */
-AVX512 static inline __m512i two_halves(int a, int b) {
+AVX512 INLINE __m512i two_halves(int a, int b) {
     return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)a), _mm512_set1_epi16((short)b));
 }
 
@@ -275,83 +276,133 @@ static void e8m0_safe_range(const deca_cfg *cfg, int *lo, int *hi) {
     *hi = 381 - emax < 254 ? 381 - emax : 254;  /* emax + x - 127 <= 254, and x != 255 (NaN) */
 }
 
-AVX512 static int64_t decode_avx512(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
-                                    const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
-                                    uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
-    const int q = cfg->q_bits, g = cfg->scale_group, fmt = cfg->scale_fmt, sparse = cfg->sparse;
-    const int scale_len = fmt == SCALE_NONE ? 0 : (512 / g) * (fmt == SCALE_BF16 ? 2 : 1);
+/* Everything decode_tiles needs besides the per-kernel constants it is specialized on. */
+typedef struct {
+    const deca_cfg *cfg;
+    int64_t ntiles;
+    const uint8_t *values, *masks, *scales;
+    const int64_t *val_off, *block_of_tile;
+    uint16_t *out;
+    int64_t tile_cols, row_stride;
+    deca_stats *stats;
+} decode_args;
+
+/* Codes of one row (32 elements) as bytes, zero where the mask is 0; advances the bit position. */
+AVX512 INLINE __m256i row_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, __mmask32 m, int q, int sparse) {
+    __m256i c;
+    if (q == 8) c = sparse ? _mm256_maskz_expandloadu_epi8(m, vals + (*bp >> 3))
+                           : _mm256_loadu_si256((const __m256i *)(vals + (*bp >> 3)));
+    else {
+        c = unpack_row(vals, vlen, *bp, q);
+        if (sparse) c = _mm256_maskz_expand_epi8(m, c);
+    }
+    *bp += q * (int64_t)(sparse ? _mm_popcnt_u32(m) : 32);
+    return c;
+}
+
+/* Raw BF16 values of one row (Q = 16), read as zero-exponent = zero when they will be scaled. */
+AVX512 INLINE __m512i row_bf16(const uint8_t *vals, int64_t *bp, __mmask32 m, int sparse, int daz) {
+    __m512i w = sparse ? _mm512_maskz_expandloadu_epi16(m, vals + (*bp >> 3)) : _mm512_loadu_si512(vals + (*bp >> 3));
+    *bp += 16 * (int64_t)(sparse ? _mm_popcnt_u32(m) : 32);
+    if (daz)
+        w = _mm512_mask_mov_epi16(w, _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x7F80)),
+                                  _mm512_and_si512(w, _mm512_set1_epi16((short)0x8000)));
+    return w;
+}
+
+/* Scale row ``row`` of BF16 words and store it (masked-out elements +0). */
+AVX512 INLINE void finish_row(__m512i v, int row, __mmask32 m, int sparse, int fmt, int g, const uint8_t *sc,
+                              const float *sf, int fast_e8m0, uint16_t *o, int64_t row_stride) {
+    int s0 = g == 32 ? row : 2 * row, s1 = g == 32 ? row : 2 * row + 1;
+    if (fmt == SCALE_E8M0) {
+        int x0 = sc[s0], x1 = sc[s1];
+        __m512i k7 = two_halves((x0 - 127) << 7, (x1 - 127) << 7);
+        if (fast_e8m0)  /* zero-exponent (zero) entries stay signed zero */
+            v = _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7F80)), v, k7);
+        else
+            v = e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
+                           (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
+    } else if (fmt != SCALE_NONE) {
+        v = mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]));
+    }
+    _mm512_storeu_si512(o + row * row_stride, sparse ? _mm512_maskz_mov_epi16(m, v) : v);
+}
+
+/* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
+AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int sparse, const int fmt) {
+    const deca_cfg *cfg = a->cfg;
+    const int g = cfg->scale_group;
+    const int nscales = 512 / g;
+    const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
     const int check_codes = q <= 8 && cfg->lut_size < (1 << q);
     const __m256i lut_size = _mm256_set1_epi8((char)(cfg->lut_size > 255 ? 255 : cfg->lut_size));
     lut_regs L;
-    load_lut(cfg, fmt != SCALE_NONE, &L);
+    if (q <= 8) load_lut(cfg, fmt != SCALE_NONE, &L);
     int safe_lo = 1, safe_hi = 0;
-    if (fmt == SCALE_E8M0) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
     /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
-    if (q == 16) { safe_lo = 1; safe_hi = 0; }
+    if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
+    float e4m3[256];
+    if (fmt == SCALE_E4M3)
+        for (int i = 0; i < 256; i++) e4m3[i] = e4m3_value((uint8_t)i);
 
-    for (int64_t t = 0; t < ntiles; t++) {
-        const uint8_t *vals = values + val_off[t];
-        const int64_t vlen = val_off[t + 1] - val_off[t];
-        const uint8_t *mask = sparse ? masks + 64 * t : NULL;
-        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
+    for (int64_t t = 0; t < a->ntiles; t++) {
+        const uint8_t *vals = a->values + a->val_off[t];
+        const int64_t vlen = a->val_off[t + 1] - a->val_off[t];
+        const uint8_t *mask = sparse ? a->masks + 64 * t : NULL;
+        const uint8_t *sc = fmt ? a->scales + a->block_of_tile[t] * scale_len : NULL;
         if (check_stream(cfg, vals, vlen, mask) < 0) return t + 1;
-        uint16_t *o = tile_out(out, t, tile_cols, row_stride);
+        uint16_t *o = tile_out(a->out, t, a->tile_cols, a->row_stride);
         int fast_e8m0 = 0;
+        float sf[32];
         if (fmt == SCALE_E8M0) {
-            int n = 512 / g;
-            __m256i x = _mm256_maskz_loadu_epi8(n == 32 ? 0xFFFFFFFFu : 0xFFFFu, sc);
+            __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
+            __m256i x = _mm256_maskz_loadu_epi8(all, sc);
             __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
                                    | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
-            fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & (n == 32 ? 0xFFFFFFFFu : 0xFFFFu));
-            stats->slow_tiles += !fast_e8m0;
+            fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
+            a->stats->slow_tiles += !fast_e8m0;
+        } else if (fmt == SCALE_BF16) {
+            for (int s = 0; s < nscales; s++) sf[s] = bf16_daz((uint16_t)(sc[2 * s] | sc[2 * s + 1] << 8));
+        } else if (fmt == SCALE_E4M3) {
+            for (int s = 0; s < nscales; s++) sf[s] = e4m3[sc[s]];
         }
         int64_t bp = 0;
         for (int r = 0; r < 16; r += 2) {
-            __mmask32 m[2] = {0xFFFFFFFFu, 0xFFFFFFFFu};
-            __m512i w[2];
-            if (sparse) { memcpy(&m[0], mask + 4 * r, 4); memcpy(&m[1], mask + 4 * r + 4, 4); }
+            __mmask32 m0 = 0xFFFFFFFFu, m1 = 0xFFFFFFFFu;
+            __m512i w0, w1;
+            if (sparse) { memcpy(&m0, mask + 4 * r, 4); memcpy(&m1, mask + 4 * r + 4, 4); }
             if (q == 16) {
-                for (int i = 0; i < 2; i++) {
-                    w[i] = sparse ? _mm512_maskz_expandloadu_epi16(m[i], vals + (bp >> 3)) : _mm512_loadu_si512(vals + (bp >> 3));
-                    bp += 16 * (int64_t)_mm_popcnt_u32(m[i]);
-                    if (fmt == SCALE_BF16 || fmt == SCALE_E4M3)  /* DAZ, as load_lut does for the LUT */
-                        w[i] = _mm512_mask_mov_epi16(w[i], _mm512_testn_epi16_mask(w[i], _mm512_set1_epi16(0x7F80)),
-                                                     _mm512_and_si512(w[i], _mm512_set1_epi16((short)0x8000)));
-                }
+                w0 = row_bf16(vals, &bp, m0, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+                w1 = row_bf16(vals, &bp, m1, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
             } else {
-                __m256i c[2];
-                for (int i = 0; i < 2; i++) {
-                    if (q == 8) c[i] = sparse ? _mm256_maskz_expandloadu_epi8(m[i], vals + (bp >> 3))
-                                              : _mm256_loadu_si256((const __m256i *)(vals + (bp >> 3)));
-                    else {
-                        c[i] = unpack_row(vals, vlen, bp, q);
-                        if (sparse) c[i] = _mm256_maskz_expand_epi8(m[i], c[i]);
-                    }
-                    bp += q * (int64_t)_mm_popcnt_u32(m[i]);
-                    if (check_codes && _mm256_mask_cmpge_epu8_mask(m[i], c[i], lut_size)) return t + 1;
-                }
-                lookup(&L, q, _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1), &w[0], &w[1]);
+                __m256i c0 = row_codes(vals, vlen, &bp, m0, q, sparse);
+                __m256i c1 = row_codes(vals, vlen, &bp, m1, q, sparse);
+                if (check_codes && (_mm256_mask_cmpge_epu8_mask(m0, c0, lut_size)
+                                    | _mm256_mask_cmpge_epu8_mask(m1, c1, lut_size))) return t + 1;
+                lookup(&L, q, _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1), &w0, &w1);
             }
-            for (int i = 0; i < 2; i++) {
-                int row = r + i;
-                int s0 = g == 32 ? row : 2 * row, s1 = g == 32 ? row : 2 * row + 1;
-                __m512i v = w[i];
-                if (fmt == SCALE_E8M0) {
-                    int x0 = sc[s0], x1 = sc[s1];
-                    __m512i k7 = two_halves((x0 - 127) << 7, (x1 - 127) << 7);
-                    if (fast_e8m0)  /* zero-exponent (zero) entries stay signed zero */
-                        v = _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7F80)), v, k7);
-                    else
-                        v = e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
-                                       (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
-                } else if (fmt) {
-                    v = mul_round(v, _mm512_set1_ps(scale_float(sc, fmt, s0)), _mm512_set1_ps(scale_float(sc, fmt, s1)));
-                }
-                _mm512_storeu_si512(o + row * row_stride, sparse ? _mm512_maskz_mov_epi16(m[i], v) : v);
-            }
+            finish_row(w0, r, m0, sparse, fmt, g, sc, sf, fast_e8m0, o, a->row_stride);
+            finish_row(w1, r + 1, m1, sparse, fmt, g, sc, sf, fast_e8m0, o, a->row_stride);
         }
     }
     return 0;
+}
+
+#define FMT_CASES(Q, SP) \
+    switch (fmt) { \
+    case SCALE_NONE: return decode_tiles(a, Q, SP, SCALE_NONE); \
+    case SCALE_BF16: return decode_tiles(a, Q, SP, SCALE_BF16); \
+    case SCALE_E8M0: return decode_tiles(a, Q, SP, SCALE_E8M0); \
+    default: return decode_tiles(a, Q, SP, SCALE_E4M3); \
+    }
+#define Q_CASE(Q) case Q: if (sparse) { FMT_CASES(Q, 1) } else { FMT_CASES(Q, 0) }
+
+AVX512 static int64_t decode_avx512(const decode_args *a) {
+    const int sparse = a->cfg->sparse, fmt = a->cfg->scale_fmt;
+    switch (a->cfg->q_bits) {
+    Q_CASE(1) Q_CASE(2) Q_CASE(3) Q_CASE(4) Q_CASE(5) Q_CASE(6) Q_CASE(7) Q_CASE(8)
+    default: if (sparse) { FMT_CASES(16, 1) } else { FMT_CASES(16, 0) }
+    }
 }
 
 AVX512 static uint64_t stream_read_avx512(const uint8_t *buf, int64_t n) {
@@ -395,7 +446,8 @@ int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t
         static int tables_ready;
         if (!deca_have_avx512()) return -1;
         if (!tables_ready) { init_unpack_tables(); tables_ready = 1; }
-        return decode_avx512(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride, stats);
+        decode_args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats};
+        return decode_avx512(&a);
 #else
         return -1;
 #endif
