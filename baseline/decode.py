@@ -2,7 +2,9 @@
 
 Two paths: ``avx512`` (needs AVX-512 F, BW, VL, VBMI and VBMI2) and the portable ``scalar``
 fallback. ``path=None`` takes $DECA_BASELINE_PATH when set, else AVX-512 when the CPU has it.
-$DECA_BASELINE_NO_AVX512=1 makes the CPU look as if it had no AVX-512 (to test the fallback).
+$DECA_BASELINE_NO_AVX512=1 makes the CPU look as if it had no AVX-512 (to test the fallback), and
+$DECA_BASELINE_NO_AVX512BF16=1 keeps the AVX-512 path off AVX512_BF16's rounding instruction (which
+it uses when the CPU has it), as on AVX-512 CPUs without BF16.
 """
 
 import ctypes
@@ -19,6 +21,7 @@ from .build import load
 
 PATHS = ("avx512", "scalar")
 _PATH_CODE = {"scalar": 0, "avx512": 1}
+_AVX512_NO_BF16 = 2
 _SCALE_CODE = {None: 0, "bf16": 1, "e8m0": 2, "e4m3": 3}
 AVX512_FEATURES = "AVX-512 F, BW, VL, VBMI and VBMI2"
 
@@ -108,7 +111,10 @@ class TileSet:
         """Run the kernel into ``out`` (uint16); returns (first bad tile + 1 or 0, TSC ticks or None)."""
         path = choose_path(path)
         stats = stats if stats is not None else Stats()
-        args = (ctypes.byref(self.cfg), _PATH_CODE[path], self.num_tiles, _ptr(self.values),
+        code = _PATH_CODE[path]
+        if path == "avx512" and os.environ.get("DECA_BASELINE_NO_AVX512BF16", "") not in ("", "0"):
+            code = _AVX512_NO_BF16
+        args = (ctypes.byref(self.cfg), code, self.num_tiles, _ptr(self.values),
                 _ptr(self.value_offsets), _ptr(self.masks), _ptr(self.scale_blocks),
                 _ptr(self.scale_block_of_tile), out.ctypes.data, tile_cols, row_stride, ctypes.byref(stats))
         if timed:

@@ -22,14 +22,18 @@ Q_ALL = (1, 2, 3, 4, 5, 6, 7, 8, 16)
 SCALINGS = ((None, 32), ("bf16", 16), ("bf16", 32), ("e8m0", 16), ("e8m0", 32), ("e4m3", 16), ("e4m3", 32))
 
 
-@pytest.fixture(params=baseline.PATHS)
-def path(request):
-    """Each kernel path; the AVX-512 one on a CPU without it must refuse with a clear message."""
-    if request.param == "avx512" and not baseline.avx512_supported():
+@pytest.fixture(params=["avx512", "avx512-no-bf16", "scalar"])
+def path(request, monkeypatch):
+    """Each kernel path (AVX-512 also without its AVX512_BF16 rounding); the AVX-512 one on a CPU
+    without it must refuse with a clear message."""
+    name = request.param.removesuffix("-no-bf16")
+    if request.param.endswith("-no-bf16"):
+        monkeypatch.setenv("DECA_BASELINE_NO_AVX512BF16", "1")
+    if name == "avx512" and not baseline.avx512_supported():
         with pytest.raises(baseline.Unsupported, match="lacks AVX-512"):
             baseline.choose_path("avx512")
         pytest.skip("this CPU has no AVX-512 (checked that the path refuses clearly)")
-    return request.param
+    return name
 
 
 def pack(codes, q):
@@ -112,6 +116,29 @@ def test_e8m0_fast_path_and_counted_slow_path(path, rng):
     check(make_matrix(rng, cfg, 64, scale_codes=scales), path, stats)
     want_slow = int(((scales < 2) | (scales > 252)).any(axis=1).sum())
     assert stats.slow_tiles == (want_slow if path == "avx512" else 0)
+
+
+def test_scaled_lut_slow_path_is_counted(path, rng):
+    # Q <= 4 with BF16 scales scales the 16 LUT entries per row. A tile takes the exact slow path
+    # when one of those float32 products is NaN or a nonzero below 2^-126 (numpy float32, which
+    # keeps subnormals, says which); only the AVX-512 path counts them. E2M1's smallest magnitude
+    # is 0.5: times 2^-126 it is subnormal (slow), times 2^-125 it is 2^-126 (fast).
+    lut = E2M1.lut()
+    scales = rng.integers(0x3C00, 0x4400, (48, 16)).astype(np.uint16)  # about 2^-7 .. 2^8
+    scales[16:24, 3] = 0x0080  # 2^-126
+    scales[24:32, 5] = 0x7FC0  # NaN
+    scales[32:40, 7] = 0x0100  # 2^-125
+    scales[40:48, 9] = 0x0000  # zero: every product is a zero
+    cfg = TileConfig(4, False, "bf16", 32, lut, 16)
+    stats = baseline.Stats()
+    check(make_matrix(rng, cfg, 48, scale_codes=scales), path, stats)
+    with np.errstate(invalid="ignore", under="ignore"):
+        p = (lut[:16].astype(np.uint32) << 16).view(np.float32)[None, None, :] \
+            * ((scales.astype(np.uint32) << 16).view(np.float32))[:, :, None]
+    special = np.isnan(p) | ((p != 0) & (np.abs(p) < np.float32(2.0**-126)))
+    want = int(special.any(axis=(1, 2)).sum())
+    assert want == 16
+    assert stats.slow_tiles == (want if path == "avx512" else 0)
 
 
 def test_all_codes_of_8bit_formats(path, rng):

@@ -18,7 +18,8 @@
 #endif
 
 enum { SCALE_NONE = 0, SCALE_BF16 = 1, SCALE_E8M0 = 2, SCALE_E4M3 = 3 };
-enum { PATH_SCALAR = 0, PATH_AVX512 = 1 };
+/* PATH_AVX512_NO_BF16: the AVX-512 path without AVX512_BF16 instructions, as on CPUs without them. */
+enum { PATH_SCALAR = 0, PATH_AVX512 = 1, PATH_AVX512_NO_BF16 = 2 };
 
 /* Per-kernel configuration (TileConfig), filled from Python. */
 typedef struct {
@@ -26,7 +27,8 @@ typedef struct {
     uint16_t lut[256];
 } deca_cfg;
 
-/* Counters of one decode call: tiles that took the exact slow path for special E8M0 scales. */
+/* Counters of one decode call: tiles that took an exact slow path (E8M0 scales beyond the fast
+ * path's range, or scaled LUT entries that are NaN or below 2^-126). */
 typedef struct {
     int64_t slow_tiles;
 } deca_stats;
@@ -142,7 +144,7 @@ static int64_t decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t 
  * AVX-512 path
  * ------------------------------------------------------------------------------------------- */
 #if DECA_X86
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx512dq,avx512bf16,popcnt,bmi2")))
 #define INLINE static inline __attribute__((always_inline))
 
 /* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb): for a row whose first code starts at bit b0
@@ -217,29 +219,45 @@ AVX512 INLINE void lookup(const lut_regs *L, int q, __m512i idx, __m512i *w0, __
     *w1 = _mm512_permutex2var_epi8(lo, L->inter1, hi);
 }
 
-/* scale_mul of 32 BF16 words (DAZ already applied) by two float scales (lanes 0-15, 16-31). */
-AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1) {
-    const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
-                                         31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    __m512i a0 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16);
-    __m512i a1 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16);
-    __m512i r[2];
-    for (int h = 0; h < 2; h++) {
-        __m512 p = _mm512_mul_ps(_mm512_castsi512_ps(h ? a1 : a0), h ? s1 : s0);
-        __m512i b = _mm512_castps_si512(p);
-        __m512i t = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)),
-                                     _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
+/* Float32 products -> rounded dwords whose high word is the BF16 result. Nearest-even on the
+ * bits; products below 2^-126 (float32 subnormal or zero exponent) and NaNs take the fix-ups. */
+AVX512 INLINE __m512i round_dwords(__m512 p) {
+    __m512i b = _mm512_castps_si512(p);
+    __m512i t = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)),
+                                 _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
+    /* Classes: QNaN 0x01, denormal 0x20, SNaN 0x80. Zeros round to themselves already. */
+    if (_mm512_fpclass_ps_mask(p, 0xA1)) {
         __mmask16 sub = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7F800000));
-        if (sub) {
-            __mmask16 up = _mm512_mask_cmpge_epu32_mask(sub, _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                       _mm512_set1_epi32(0x7FC000));
-            t = _mm512_mask_and_epi32(t, sub, b, _mm512_set1_epi32((int)0x80000000u));
-            t = _mm512_mask_or_epi32(t, up, t, _mm512_set1_epi32(0x00800000));
-        }
-        __mmask16 nan = _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q);
-        r[h] = _mm512_mask_mov_epi32(t, nan, _mm512_set1_epi32(0x7FC00000));
+        __mmask16 up = _mm512_mask_cmpge_epu32_mask(sub, _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                   _mm512_set1_epi32(0x7FC000));
+        t = _mm512_mask_and_epi32(t, sub, b, _mm512_set1_epi32((int)0x80000000u));
+        t = _mm512_mask_or_epi32(t, up, t, _mm512_set1_epi32(0x00800000));
+        t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC00000));
     }
-    return _mm512_permutex2var_epi16(r[0], odd, r[1]);
+    return t;
+}
+
+/* scale_mul of 32 BF16 words (DAZ already applied) by two float scales (lanes 0-15, 16-31).
+ * Even and odd words become float32 in place (shift / mask), so no shuffle is needed. */
+AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1) {
+    __m512 s = _mm512_mask_blend_ps(0xFF00, s0, s1);  /* dword j holds words 2j, 2j+1 */
+    __m512i even = round_dwords(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), s));
+    __m512i odd = round_dwords(_mm512_mul_ps(_mm512_castsi512_ps(
+        _mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), s));
+    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(even, 16), odd);
+}
+
+/* The LUT (16 float entries, DAZ) times scale a in words 0-15 and times scale b in words 16-31.
+ * With AVX512_BF16, vcvtne2ps2bf16 rounds exactly as scale_mul when no product is NaN or below
+ * 2^-126 (it flushes those); such rare products take the bitwise path and set *slow. */
+AVX512 INLINE __m512i scale_lut(__m512 lutf, float a, float b, int bf16ins, int *slow) {
+    const __m512i high_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+                                                31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512 pa = _mm512_mul_ps(lutf, _mm512_set1_ps(a)), pb = _mm512_mul_ps(lutf, _mm512_set1_ps(b));
+    __mmask16 special = _mm512_fpclass_ps_mask(pa, 0xA1) | _mm512_fpclass_ps_mask(pb, 0xA1);
+    if (bf16ins && !special) return (__m512i)_mm512_cvtne2ps_pbh(pb, pa);
+    *slow |= special != 0;
+    return _mm512_permutex2var_epi16(round_dwords(pa), high_words, round_dwords(pb));
 }
 
 /* v times 2^k per lane (kv = k, k7 = k << 7), exact by scale_mul's rules (every special case). */
@@ -285,12 +303,15 @@ typedef struct {
     uint16_t *out;
     int64_t tile_cols, row_stride;
     deca_stats *stats;
+    int bf16ins;  /* use AVX512_BF16's vcvtne2ps2bf16 */
 } decode_args;
 
 /* Codes of one row (32 elements) as bytes, zero where the mask is 0; advances the bit position. */
 AVX512 INLINE __m256i row_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, __mmask32 m, int q, int sparse) {
     __m256i c;
-    if (q == 8) c = sparse ? _mm256_maskz_expandloadu_epi8(m, vals + (*bp >> 3))
+    /* Sparse: a masked load and vpexpandb on registers (the memory form is microcoded on some cores). */
+    if (q == 8) c = sparse ? _mm256_maskz_expand_epi8(m, _mm256_maskz_loadu_epi8(
+                                 (__mmask32)_bzhi_u32(0xFFFFFFFFu, _mm_popcnt_u32(m)), vals + (*bp >> 3)))
                            : _mm256_loadu_si256((const __m256i *)(vals + (*bp >> 3)));
     else {
         c = unpack_row(vals, vlen, *bp, q);
@@ -302,7 +323,9 @@ AVX512 INLINE __m256i row_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, 
 
 /* Raw BF16 values of one row (Q = 16), read as zero-exponent = zero when they will be scaled. */
 AVX512 INLINE __m512i row_bf16(const uint8_t *vals, int64_t *bp, __mmask32 m, int sparse, int daz) {
-    __m512i w = sparse ? _mm512_maskz_expandloadu_epi16(m, vals + (*bp >> 3)) : _mm512_loadu_si512(vals + (*bp >> 3));
+    __m512i w = sparse ? _mm512_maskz_expand_epi16(m, _mm512_maskz_loadu_epi16(
+                             (__mmask32)_bzhi_u32(0xFFFFFFFFu, _mm_popcnt_u32(m)), vals + (*bp >> 3)))
+                       : _mm512_loadu_si512(vals + (*bp >> 3));
     *bp += 16 * (int64_t)(sparse ? _mm_popcnt_u32(m) : 32);
     if (daz)
         w = _mm512_mask_mov_epi16(w, _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x7F80)),
@@ -310,22 +333,22 @@ AVX512 INLINE __m512i row_bf16(const uint8_t *vals, int64_t *bp, __mmask32 m, in
     return w;
 }
 
-/* Scale row ``row`` of BF16 words and store it (masked-out elements +0). */
-AVX512 INLINE void finish_row(__m512i v, int row, __mmask32 m, int sparse, int fmt, int g, const uint8_t *sc,
-                              const float *sf, int fast_e8m0, uint16_t *o, int64_t row_stride) {
-    int s0 = g == 32 ? row : 2 * row, s1 = g == 32 ? row : 2 * row + 1;
+/* scale_mul of 32 BF16 words: lanes 0-15 by scale s0, lanes 16-31 by scale s1. */
+AVX512 INLINE __m512i scale_words(__m512i v, int fmt, const uint8_t *sc, const float *sf, int s0, int s1, int fast_e8m0) {
     if (fmt == SCALE_E8M0) {
         int x0 = sc[s0], x1 = sc[s1];
         __m512i k7 = two_halves((x0 - 127) << 7, (x1 - 127) << 7);
         if (fast_e8m0)  /* zero-exponent (zero) entries stay signed zero */
-            v = _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7F80)), v, k7);
-        else
-            v = e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
-                           (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
-    } else if (fmt != SCALE_NONE) {
-        v = mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]));
+            return _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7F80)), v, k7);
+        return e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
+                          (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
     }
-    _mm512_storeu_si512(o + row * row_stride, sparse ? _mm512_maskz_mov_epi16(m, v) : v);
+    if (fmt != SCALE_NONE) return mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]));
+    return v;
+}
+
+AVX512 INLINE void store_row(uint16_t *o, __m512i v, __mmask32 m, int sparse) {
+    _mm512_storeu_si512(o, sparse ? _mm512_maskz_mov_epi16(m, v) : v);
 }
 
 /* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
@@ -338,6 +361,15 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
     const __m256i lut_size = _mm256_set1_epi8((char)(cfg->lut_size > 255 ? 255 : cfg->lut_size));
     lut_regs L;
     if (q <= 8) load_lut(cfg, fmt != SCALE_NONE, &L);
+    /* LUT entries 0-15 (DAZ) in both halves of a register, for the scaled-LUT path of Q <= 4. */
+    uint16_t lut2[32];
+    for (int i = 0; i < 32; i++) {
+        uint16_t v = cfg->lut[i & 15];
+        lut2[i] = (v & 0x7F80) ? v : v & 0x8000;
+    }
+    const __m512i lut16 = _mm512_loadu_si512(lut2);
+    const __m512 lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
+    const int bf16ins = a->bf16ins;
     int safe_lo = 1, safe_hi = 0;
     /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
     if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
@@ -352,7 +384,7 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
         const uint8_t *sc = fmt ? a->scales + a->block_of_tile[t] * scale_len : NULL;
         if (check_stream(cfg, vals, vlen, mask) < 0) return t + 1;
         uint16_t *o = tile_out(a->out, t, a->tile_cols, a->row_stride);
-        int fast_e8m0 = 0;
+        int fast_e8m0 = 0, slow = 0;
         float sf[32];
         if (fmt == SCALE_E8M0) {
             __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
@@ -379,11 +411,36 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                 __m256i c1 = row_codes(vals, vlen, &bp, m1, q, sparse);
                 if (check_codes && (_mm256_mask_cmpge_epu8_mask(m0, c0, lut_size)
                                     | _mm256_mask_cmpge_epu8_mask(m1, c1, lut_size))) return t + 1;
+                if (q <= 4 && fmt != SCALE_NONE) {
+                    /* At most 16 LUT entries: scale the LUT (twice, into the two halves of a register)
+                     * rather than the elements, and look the codes up as words with vpermw. */
+                    __m512i i0 = _mm512_cvtepu8_epi16(c0), i1 = _mm512_cvtepu8_epi16(c1);
+                    if (g == 32) {  /* one scale per row: row r in lanes 0-15, row r+1 in 16-31 */
+                        __m512i lut = fmt == SCALE_E8M0 ? scale_words(lut16, fmt, sc, sf, r, r + 1, fast_e8m0)
+                                                        : scale_lut(lutf, sf[r], sf[r + 1], bf16ins, &slow);
+                        w0 = _mm512_permutexvar_epi16(i0, lut);
+                        w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, _mm512_set1_epi16(16)), lut);
+                    } else {  /* two scales per row: columns 16-31 look up the upper half */
+                        __m512i hi = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(16));
+                        __m512i lut0 = fmt == SCALE_E8M0 ? scale_words(lut16, fmt, sc, sf, 2 * r, 2 * r + 1, fast_e8m0)
+                                                         : scale_lut(lutf, sf[2 * r], sf[2 * r + 1], bf16ins, &slow);
+                        __m512i lut1 = fmt == SCALE_E8M0 ? scale_words(lut16, fmt, sc, sf, 2 * r + 2, 2 * r + 3, fast_e8m0)
+                                                         : scale_lut(lutf, sf[2 * r + 2], sf[2 * r + 3], bf16ins, &slow);
+                        w0 = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, hi), lut0);
+                        w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, hi), lut1);
+                    }
+                    store_row(o + r * a->row_stride, w0, m0, sparse);
+                    store_row(o + (r + 1) * a->row_stride, w1, m1, sparse);
+                    continue;
+                }
                 lookup(&L, q, _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1), &w0, &w1);
             }
-            finish_row(w0, r, m0, sparse, fmt, g, sc, sf, fast_e8m0, o, a->row_stride);
-            finish_row(w1, r + 1, m1, sparse, fmt, g, sc, sf, fast_e8m0, o, a->row_stride);
+            int s0 = g == 32 ? r : 2 * r, s1 = g == 32 ? r : 2 * r + 1;
+            store_row(o + r * a->row_stride, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0), m0, sparse);
+            s0 = g == 32 ? r + 1 : 2 * r + 2, s1 = g == 32 ? r + 1 : 2 * r + 3;
+            store_row(o + (r + 1) * a->row_stride, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0), m1, sparse);
         }
+        a->stats->slow_tiles += slow;
     }
     return 0;
 }
@@ -441,12 +498,14 @@ int deca_have_avx512(void) {
 int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
                     const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
                     uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
-    if (path == PATH_AVX512) {
+    if (path == PATH_AVX512 || path == PATH_AVX512_NO_BF16) {
 #if DECA_X86
         static int tables_ready;
         if (!deca_have_avx512()) return -1;
         if (!tables_ready) { init_unpack_tables(); tables_ready = 1; }
-        decode_args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats};
+        int bf16ins = path == PATH_AVX512 && __builtin_cpu_supports("avx512bf16");
+        decode_args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats,
+                         bf16ins};
         return decode_avx512(&a);
 #else
         return -1;
