@@ -1,6 +1,6 @@
 """Decompression with the C kernels: the same results and errors as ``deca.golden``, faster.
 
-Two paths: ``avx512`` (needs AVX-512 F, BW, VL, VBMI and VBMI2) and the portable ``scalar``
+Two paths: ``avx512`` (needs AVX-512 F, BW, VL, DQ, VBMI, VBMI2 and BITALG) and the portable ``scalar``
 fallback. ``path=None`` takes $DECA_BASELINE_PATH when set, else AVX-512 when the CPU has it.
 $DECA_BASELINE_NO_AVX512=1 makes the CPU look as if it had no AVX-512 (to test the fallback), and
 $DECA_BASELINE_NO_AVX512BF16=1 keeps the AVX-512 path off AVX512_BF16's rounding instruction (which
@@ -23,7 +23,7 @@ PATHS = ("avx512", "scalar")
 _PATH_CODE = {"scalar": 0, "avx512": 1}
 _AVX512_NO_BF16 = 2
 _SCALE_CODE = {None: 0, "bf16": 1, "e8m0": 2, "e4m3": 3}
-AVX512_FEATURES = "AVX-512 F, BW, VL, VBMI and VBMI2"
+AVX512_FEATURES = "AVX-512 F, BW, VL, DQ, VBMI, VBMI2 and BITALG"
 
 
 class Unsupported(ToolError):

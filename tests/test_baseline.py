@@ -247,7 +247,7 @@ def test_without_avx512_the_scalar_fallback_runs_and_avx512_refuses(monkeypatch,
     monkeypatch.delenv("DECA_BASELINE_PATH", raising=False)
     assert not baseline.avx512_supported()
     assert baseline.choose_path() == "scalar"
-    with pytest.raises(baseline.Unsupported, match=r"lacks AVX-512 F, BW, VL, VBMI and VBMI2.*scalar"):
+    with pytest.raises(baseline.Unsupported, match=r"lacks AVX-512 F, BW, VL, DQ, VBMI, VBMI2 and BITALG.*scalar"):
         baseline.choose_path("avx512")
     check(make_matrix(rng, TileConfig(4, True, "e8m0", 32, E2M1.lut(), 16), 3, 0.5), None)
 

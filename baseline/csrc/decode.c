@@ -1,8 +1,9 @@
 /* Software decompression of DECA compressed tiles into BF16 tiles, bit-exact to deca.golden.
  *
  * The format is the one of golden/format.py; the arithmetic is golden/numerics.py's scale_mul.
- * Two implementations share one entry point: AVX-512 (F, BW, VL, VBMI, VBMI2; compiled with
- * target attributes so the file builds anywhere) and a portable scalar loop. Both validate the
+ * Two implementations share one entry point: AVX-512 (F, BW, VL, DQ, VBMI, VBMI2, BITALG, and BF16
+ * when present; compiled with target attributes so the file builds anywhere) and a portable scalar
+ * loop. Both validate the
  * streams exactly where the golden model does and return the first bad tile; Python then asks
  * the golden model for the message, so both report the same error.
  */
@@ -144,35 +145,40 @@ static int64_t decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t 
  * AVX-512 path
  * ------------------------------------------------------------------------------------------- */
 #if DECA_X86
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx512dq,avx512bf16,popcnt,bmi2")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx512dq,avx512bf16,avx512bitalg,popcnt,bmi2")))
 #define INLINE static inline __attribute__((always_inline))
 
-/* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb): for a row whose first code starts at bit b0
- * of byte 0, code k lands in byte k. Qword j gathers the 8 bytes from B_j = (b0 + 8jQ) / 8 on,
- * which hold codes 8j..8j+7 (8Q + 7 <= 63 bits); byte k then selects 8 bits at its offset. */
-static uint8_t unpack_perm[8][8][32], unpack_shift[8][8][32];
+/* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb), two rows (64 codes) at a time: for codes
+ * whose first one starts at bit b0 of byte 0, code k lands in byte k. Qword j gathers the 8 bytes
+ * from B_j = (b0 + 8jQ) / 8 on (B_7 + 7 <= 56 < 64), which hold codes 8j..8j+7 (8Q + 7 <= 63 bits);
+ * byte k then selects 8 bits at its offset. */
+static uint8_t unpack_perm[8][8][64], unpack_shift[8][8][64];
 
 static void init_unpack_tables(void) {
     for (int q = 1; q < 8; q++)
         for (int b0 = 0; b0 < 8; b0++)
-            for (int k = 0; k < 32; k++) {
+            for (int k = 0; k < 64; k++) {
                 int j = k >> 3, base = (b0 + 8 * j * q) >> 3;
                 unpack_perm[q][b0][k] = (uint8_t)(base + (k & 7));
                 unpack_shift[q][b0][k] = (uint8_t)(b0 + k * q - 8 * base);
             }
 }
 
-/* Codes of 32 consecutive stored elements from stream bit bp, one per byte. */
-AVX512 INLINE __m256i unpack_row(const uint8_t *vals, int64_t vlen, int64_t bp, int q) {
-    int64_t byte = bp >> 3;
+/* The bytes of a stream from ``byte`` on, up to 64, without reading past its end. */
+AVX512 INLINE __m512i load_stream(const uint8_t *vals, int64_t vlen, int64_t byte) {
     int64_t avail = vlen - byte;
-    __mmask32 k = avail >= 32 ? 0xFFFFFFFFu : avail <= 0 ? 0 : (__mmask32)((1u << avail) - 1);
-    __m256i data = _mm256_maskz_loadu_epi8(k, vals + byte);  /* masked: never reads past the stream */
+    __mmask64 k = avail >= 64 ? ~0ull : avail <= 0 ? 0 : _bzhi_u64(~0ull, (unsigned)avail);
+    return _mm512_maskz_loadu_epi8(k, vals + byte);
+}
+
+/* 64 consecutive Q-bit codes (Q < 8) from stream bit bp, one per byte. */
+AVX512 INLINE __m512i unpack64(const uint8_t *vals, int64_t vlen, int64_t bp, int q) {
+    __m512i data = load_stream(vals, vlen, bp >> 3);
     int b0 = (int)(bp & 7);
-    __m256i perm = _mm256_loadu_si256((const __m256i *)unpack_perm[q][b0]);
-    __m256i shift = _mm256_loadu_si256((const __m256i *)unpack_shift[q][b0]);
-    __m256i codes = _mm256_multishift_epi64_epi8(shift, _mm256_permutexvar_epi8(perm, data));
-    return _mm256_and_si256(codes, _mm256_set1_epi8((char)((1 << q) - 1)));
+    __m512i perm = _mm512_loadu_si512(unpack_perm[q][b0]);
+    __m512i shift = _mm512_loadu_si512(unpack_shift[q][b0]);
+    __m512i codes = _mm512_multishift_epi64_epi8(shift, _mm512_permutexvar_epi8(perm, data));
+    return _mm512_and_si512(codes, _mm512_set1_epi8((char)((1 << q) - 1)));
 }
 
 /* The LUT split into low and high bytes, 64 entries per register; word interleave indices. */
@@ -237,27 +243,41 @@ AVX512 INLINE __m512i round_dwords(__m512 p) {
     return t;
 }
 
+/* Words 0-15 from the high words of x's dwords, words 16-31 from y's. */
+AVX512 INLINE __m512i high_words(__m512i x, __m512i y) {
+    const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+                                         31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(x, idx, y);
+}
+
 /* scale_mul of 32 BF16 words (DAZ already applied) by two float scales (lanes 0-15, 16-31).
- * Even and odd words become float32 in place (shift / mask), so no shuffle is needed. */
-AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1) {
+ * Even and odd words become float32 in place (shift / mask). With AVX512_BF16, vcvtne2ps2bf16
+ * rounds exactly as scale_mul unless a product is NaN or below 2^-126 (it flushes those): such
+ * rare rows take the bitwise rounding and set *slow. */
+AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1, int bf16ins, int *slow) {
     __m512 s = _mm512_mask_blend_ps(0xFF00, s0, s1);  /* dword j holds words 2j, 2j+1 */
-    __m512i even = round_dwords(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), s));
-    __m512i odd = round_dwords(_mm512_mul_ps(_mm512_castsi512_ps(
-        _mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), s));
-    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(even, 16), odd);
+    __m512 pe = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), s);
+    __m512 po = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), s);
+    __mmask16 special = _mm512_fpclass_ps_mask(pe, 0xA1) | _mm512_fpclass_ps_mask(po, 0xA1);
+    if (bf16ins && !special) {
+        /* [even results | odd results] -> interleaved back */
+        const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                               23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(po, pe));
+    }
+    *slow |= special != 0;
+    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(round_dwords(pe), 16), round_dwords(po));
 }
 
 /* The LUT (16 float entries, DAZ) times scale a in words 0-15 and times scale b in words 16-31.
  * With AVX512_BF16, vcvtne2ps2bf16 rounds exactly as scale_mul when no product is NaN or below
  * 2^-126 (it flushes those); such rare products take the bitwise path and set *slow. */
 AVX512 INLINE __m512i scale_lut(__m512 lutf, float a, float b, int bf16ins, int *slow) {
-    const __m512i high_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
-                                                31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512 pa = _mm512_mul_ps(lutf, _mm512_set1_ps(a)), pb = _mm512_mul_ps(lutf, _mm512_set1_ps(b));
     __mmask16 special = _mm512_fpclass_ps_mask(pa, 0xA1) | _mm512_fpclass_ps_mask(pb, 0xA1);
     if (bf16ins && !special) return (__m512i)_mm512_cvtne2ps_pbh(pb, pa);
     *slow |= special != 0;
-    return _mm512_permutex2var_epi16(round_dwords(pa), high_words, round_dwords(pb));
+    return high_words(round_dwords(pa), round_dwords(pb));
 }
 
 /* v times 2^k per lane (kv = k, k7 = k << 7), exact by scale_mul's rules (every special case). */
@@ -306,18 +326,30 @@ typedef struct {
     int bf16ins;  /* use AVX512_BF16's vcvtne2ps2bf16 */
 } decode_args;
 
-/* Codes of one row (32 elements) as bytes, zero where the mask is 0; advances the bit position. */
-AVX512 INLINE __m256i row_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, __mmask32 m, int q, int sparse) {
-    __m256i c;
-    /* Sparse: a masked load and vpexpandb on registers (the memory form is microcoded on some cores). */
-    if (q == 8) c = sparse ? _mm256_maskz_expand_epi8(m, _mm256_maskz_loadu_epi8(
-                                 (__mmask32)_bzhi_u32(0xFFFFFFFFu, _mm_popcnt_u32(m)), vals + (*bp >> 3)))
-                           : _mm256_loadu_si256((const __m256i *)(vals + (*bp >> 3)));
-    else {
-        c = unpack_row(vals, vlen, *bp, q);
-        if (sparse) c = _mm256_maskz_expand_epi8(m, c);
-    }
-    *bp += q * (int64_t)(sparse ? _mm_popcnt_u32(m) : 32);
+/* vpexpandb of 64 bytes by mask m, as a vpermb by each lane's rank among the set bits: rank(e) =
+ * popcount(m & (2^e - 1)) = popcount of byte e/8 below bit e%8 (BITALG byte popcount) plus the
+ * set bits of the bytes before it (a SWAR prefix sum). vpexpandb itself is microcoded on Zen 4. */
+AVX512 INLINE __m512i expand64(__mmask64 m, __m512i data) {
+    const __m512i byte_of = _mm512_set_epi64(0x0707070707070707ll, 0x0606060606060606ll, 0x0505050505050505ll,
+                                             0x0404040404040404ll, 0x0303030303030303ll, 0x0202020202020202ll,
+                                             0x0101010101010101ll, 0);
+    const __m512i below = _mm512_set1_epi64(0x7F3F1F0F07030100ll);  /* 2^(e%8) - 1 */
+    uint64_t b = m - ((m >> 1) & 0x5555555555555555ull);
+    b = (b & 0x3333333333333333ull) + ((b >> 2) & 0x3333333333333333ull);
+    b = (b + (b >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    uint64_t before = (b * 0x0101010101010101ull) << 8;  /* byte k: set bits in bytes 0..k-1 */
+    __m512i own = _mm512_popcnt_epi8(_mm512_and_si512(_mm512_shuffle_epi8(_mm512_set1_epi64((long long)m), byte_of), below));
+    __m512i rank = _mm512_add_epi8(own, _mm512_shuffle_epi8(_mm512_set1_epi64((long long)before), byte_of));
+    return _mm512_maskz_permutexvar_epi8(m, rank, data);
+}
+
+/* Codes of two rows (64 elements, mask m) as bytes, zero where the mask is 0; advances the bit
+ * position. The stored codes of consecutive rows are consecutive in the stream, so one load and
+ * one vpexpandb (register form: the memory form is microcoded on some cores) serve both rows. */
+AVX512 INLINE __m512i pair_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, __mmask64 m, int q, int sparse) {
+    __m512i c = q == 8 ? load_stream(vals, vlen, *bp >> 3) : unpack64(vals, vlen, *bp, q);
+    if (sparse) c = expand64(m, c);
+    *bp += q * (int64_t)(sparse ? _mm_popcnt_u64(m) : 64);
     return c;
 }
 
@@ -334,7 +366,8 @@ AVX512 INLINE __m512i row_bf16(const uint8_t *vals, int64_t *bp, __mmask32 m, in
 }
 
 /* scale_mul of 32 BF16 words: lanes 0-15 by scale s0, lanes 16-31 by scale s1. */
-AVX512 INLINE __m512i scale_words(__m512i v, int fmt, const uint8_t *sc, const float *sf, int s0, int s1, int fast_e8m0) {
+AVX512 INLINE __m512i scale_words(__m512i v, int fmt, const uint8_t *sc, const float *sf, int s0, int s1, int fast_e8m0,
+                                  int bf16ins, int *slow) {
     if (fmt == SCALE_E8M0) {
         int x0 = sc[s0], x1 = sc[s1];
         __m512i k7 = two_halves((x0 - 127) << 7, (x1 - 127) << 7);
@@ -343,8 +376,19 @@ AVX512 INLINE __m512i scale_words(__m512i v, int fmt, const uint8_t *sc, const f
         return e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
                           (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
     }
-    if (fmt != SCALE_NONE) return mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]));
+    if (fmt != SCALE_NONE) return mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]), bf16ins, slow);
     return v;
+}
+
+/* The 16-entry LUT times scales sa (words 0-15) and sa + 1 (words 16-31), for Q <= 4. The fast
+ * E8M0 path adds the scales' exponents, picked from k7all by sidx, to the nonzero-exponent entries. */
+AVX512 INLINE __m512i lut_pair(int fmt, __m512i lut16, __mmask32 knz, __m512i k7all, __m512i sidx, __m512 lutf,
+                               const uint8_t *sc, const float *sf, int sa, int fast_e8m0, int bf16ins, int *slow) {
+    if (fmt == SCALE_E8M0) {
+        if (fast_e8m0) return _mm512_mask_add_epi16(lut16, knz, lut16, _mm512_permutexvar_epi16(sidx, k7all));
+        return scale_words(lut16, fmt, sc, sf, sa, sa + 1, 0, bf16ins, slow);
+    }
+    return scale_lut(lutf, sf[sa], sf[sa + 1], bf16ins, slow);
 }
 
 AVX512 INLINE void store_row(uint16_t *o, __m512i v, __mmask32 m, int sparse) {
@@ -358,7 +402,7 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
     const int nscales = 512 / g;
     const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
     const int check_codes = q <= 8 && cfg->lut_size < (1 << q);
-    const __m256i lut_size = _mm256_set1_epi8((char)(cfg->lut_size > 255 ? 255 : cfg->lut_size));
+    const __m512i lut_size = _mm512_set1_epi8((char)(cfg->lut_size > 255 ? 255 : cfg->lut_size));
     lut_regs L;
     if (q <= 8) load_lut(cfg, fmt != SCALE_NONE, &L);
     /* LUT entries 0-15 (DAZ) in both halves of a register, for the scaled-LUT path of Q <= 4. */
@@ -370,6 +414,7 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
     const __m512i lut16 = _mm512_loadu_si512(lut2);
     const __m512 lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
     const int bf16ins = a->bf16ins;
+    const __mmask32 knz = _mm512_test_epi16_mask(lut16, _mm512_set1_epi16(0x7F80));  /* nonzero exponents */
     int safe_lo = 1, safe_hi = 0;
     /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
     if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
@@ -386,12 +431,16 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
         uint16_t *o = tile_out(a->out, t, a->tile_cols, a->row_stride);
         int fast_e8m0 = 0, slow = 0;
         float sf[32];
+        __m512i k7all = _mm512_setzero_si512();  /* E8M0: (x - 127) << 7 of every scale x of the tile */
+        /* Scale indices of a row pair's scaled LUT: the first scale in words 0-15, the next in 16-31. */
+        __m512i sidx = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(1));
         if (fmt == SCALE_E8M0) {
             __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
             __m256i x = _mm256_maskz_loadu_epi8(all, sc);
             __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
                                    | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
             fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
+            k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
             a->stats->slow_tiles += !fast_e8m0;
         } else if (fmt == SCALE_BF16) {
             for (int s = 0; s < nscales; s++) sf[s] = bf16_daz((uint16_t)(sc[2 * s] | sc[2 * s + 1] << 8));
@@ -407,25 +456,25 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                 w0 = row_bf16(vals, &bp, m0, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
                 w1 = row_bf16(vals, &bp, m1, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
             } else {
-                __m256i c0 = row_codes(vals, vlen, &bp, m0, q, sparse);
-                __m256i c1 = row_codes(vals, vlen, &bp, m1, q, sparse);
-                if (check_codes && (_mm256_mask_cmpge_epu8_mask(m0, c0, lut_size)
-                                    | _mm256_mask_cmpge_epu8_mask(m1, c1, lut_size))) return t + 1;
+                __mmask64 m = (__mmask64)m0 | (__mmask64)m1 << 32;
+                __m512i c = pair_codes(vals, vlen, &bp, m, q, sparse);
+                if (check_codes && _mm512_mask_cmpge_epu8_mask(m, c, lut_size)) return t + 1;
                 if (q <= 4 && fmt != SCALE_NONE) {
                     /* At most 16 LUT entries: scale the LUT (twice, into the two halves of a register)
                      * rather than the elements, and look the codes up as words with vpermw. */
-                    __m512i i0 = _mm512_cvtepu8_epi16(c0), i1 = _mm512_cvtepu8_epi16(c1);
+                    __m512i i0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(c));
+                    __m512i i1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(c, 1));
                     if (g == 32) {  /* one scale per row: row r in lanes 0-15, row r+1 in 16-31 */
-                        __m512i lut = fmt == SCALE_E8M0 ? scale_words(lut16, fmt, sc, sf, r, r + 1, fast_e8m0)
-                                                        : scale_lut(lutf, sf[r], sf[r + 1], bf16ins, &slow);
+                        __m512i lut = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, r, fast_e8m0, bf16ins, &slow);
                         w0 = _mm512_permutexvar_epi16(i0, lut);
                         w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, _mm512_set1_epi16(16)), lut);
+                        sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
                     } else {  /* two scales per row: columns 16-31 look up the upper half */
                         __m512i hi = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(16));
-                        __m512i lut0 = fmt == SCALE_E8M0 ? scale_words(lut16, fmt, sc, sf, 2 * r, 2 * r + 1, fast_e8m0)
-                                                         : scale_lut(lutf, sf[2 * r], sf[2 * r + 1], bf16ins, &slow);
-                        __m512i lut1 = fmt == SCALE_E8M0 ? scale_words(lut16, fmt, sc, sf, 2 * r + 2, 2 * r + 3, fast_e8m0)
-                                                         : scale_lut(lutf, sf[2 * r + 2], sf[2 * r + 3], bf16ins, &slow);
+                        __m512i lut0 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r, fast_e8m0, bf16ins, &slow);
+                        sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                        __m512i lut1 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r + 2, fast_e8m0, bf16ins, &slow);
+                        sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
                         w0 = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, hi), lut0);
                         w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, hi), lut1);
                     }
@@ -433,12 +482,12 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                     store_row(o + (r + 1) * a->row_stride, w1, m1, sparse);
                     continue;
                 }
-                lookup(&L, q, _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1), &w0, &w1);
+                lookup(&L, q, c, &w0, &w1);
             }
             int s0 = g == 32 ? r : 2 * r, s1 = g == 32 ? r : 2 * r + 1;
-            store_row(o + r * a->row_stride, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0), m0, sparse);
+            store_row(o + r * a->row_stride, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m0, sparse);
             s0 = g == 32 ? r + 1 : 2 * r + 2, s1 = g == 32 ? r + 1 : 2 * r + 3;
-            store_row(o + (r + 1) * a->row_stride, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0), m1, sparse);
+            store_row(o + (r + 1) * a->row_stride, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m1, sparse);
         }
         a->stats->slow_tiles += slow;
     }
@@ -483,8 +532,9 @@ int deca_have_avx512(void) {
 #if DECA_X86
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
-           __builtin_cpu_supports("avx512vbmi2");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
+           __builtin_cpu_supports("avx512bitalg");
 #else
     return 0;
 #endif
