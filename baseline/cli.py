@@ -16,7 +16,7 @@ def add_baseline_parser(sub):
                    help="schemes and densities (default: issue 19's table and every other scheme dense)")
     b.add_argument("--path", choices=["avx512", "scalar"], help="kernel path (default: AVX-512 when the CPU has it)")
     b.add_argument("--runs", type=int, default=9, help="timed runs per workload in L2 (DRAM: half; default 9)")
-    b.add_argument("--dram-factor", type=int, default=4, help="DRAM working set in multiples of the LLC (default 4)")
+    b.add_argument("--dram-factor", type=float, default=4, help="DRAM working set in multiples of the LLC (default 4)")
     b.add_argument("--cpu", type=int, help="CPU to pin to (default: the last one available)")
     b.add_argument("--seed", type=int, default=1, help="seed of the Gaussian weights (default 1)")
     b.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
@@ -28,8 +28,8 @@ def cmd_baseline(args):
     if args.build:
         print(f"software baseline kernels: {lib}")
         return
-    if args.runs < 1 or args.dram_factor < 1:
-        raise ValueError("--runs and --dram-factor must be at least 1")
+    if args.runs < 1 or not args.dram_factor > 0:
+        raise ValueError("--runs must be at least 1 and --dram-factor positive")
     if not avx512_supported() and args.path != "avx512":
         print(f"this CPU lacks {AVX512_FEATURES}: measuring the portable scalar fallback")
     path = choose_path(args.path)

@@ -285,3 +285,84 @@ def test_cli_missing_compiler_exits_2():
                           env=env)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no C compiler found" in proc.stderr
+
+
+# The measured engine in the model ------------------------------------------------------------------
+
+
+def platform_doc(points):
+    """A platform file as ``deca baseline`` writes it, with made-up L2 medians by (scheme, density)."""
+    return {
+        "format": "deca-baseline-platform/1", "machine": {"cpu": "Test CPU"}, "path": "avx512", "core_ghz": 3.0,
+        "workloads": [{"scheme": s, "density": d, "sparse": d < 1, "class": s + ("-sparse" if d < 1 else ""),
+                       "l2_cycles_per_tile": {"median": c, "min": c}} for (s, d), c in points.items()],
+    }
+
+
+def test_measured_engine_interpolates_in_density(tmp_path):
+    import json
+
+    from deca.baseline.engine import measured_engine
+    from deca.sim.model.kernels import kernel
+
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps(platform_doc({("bf8", 0.5): 100.0, ("bf8", 0.1): 60.0, ("mxfp4", 1.0): 42.0})))
+    engine = measured_engine(path)
+    assert engine.vo_tile(kernel("bf8", 0.3)) == pytest.approx(80.0)   # halfway between 60 and 100
+    assert engine.vo_tile(kernel("bf8", 0.05)) == pytest.approx(60.0)  # held beyond the measured range
+    assert engine.vo_tile(kernel("mxfp4")) == 42.0
+    assert engine.vo_tile(kernel("bf16")) == 0.0  # dense BF16: nothing to decompress
+    with pytest.raises(ValueError, match=r"no measured software cost for 'int4'.*deca baseline --workloads int4:1"):
+        engine.vo_tile(kernel("int4"))
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no software-baseline platform file"),
+    ("{not json", "not a deca baseline platform file"),
+    ('{"format": "other"}', "not a deca baseline platform file"),
+    ('{"format": "deca-baseline-platform/1", "workloads": [{}]}', "malformed baseline platform file"),
+])
+def test_bad_platform_files(tmp_path, content, message):
+    from deca.baseline.measure import load_platform
+
+    path = tmp_path / "platform.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_platform(path)
+
+
+def test_model_table_with_paper_costs_measured_matches_paper_engine(tmp_path, capsys):
+    # A "measured" engine with the paper-derived costs (MXFP4 100, sparse BF8 71, sparse BF16 50,
+    # dense BF8 71) must give the paper engine's R-S and speedups row by row.
+    import json
+
+    from deca.cli import main
+
+    points = {("mxfp4", 1.0): 100.0, ("bf8", 1.0): 71.0, ("bf8", 0.5): 71.0, ("bf8", 0.05): 71.0,
+              ("bf16", 0.5): 50.0, ("bf16", 0.05): 50.0}
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps(platform_doc(points)))
+    main(["model", "table", "--baseline", str(path)])
+    out = capsys.readouterr().out
+    section = out.split("Table 2 recomputed with the software engine measured on Test CPU")[1]
+    rows = [line.split() for line in section.splitlines()[3:] if line.strip()]
+    assert len(rows) == 12
+    for kernel_name, paper_cycles, measured, rs, rs_m, _bound, _deca, speedup, speedup_m in rows:
+        assert float(paper_cycles) == float(measured), kernel_name
+        assert rs == rs_m and speedup == speedup_m, kernel_name
+
+
+def test_deca_baseline_writes_a_platform_file_the_model_reads(tmp_path, monkeypatch, capsys):
+    from deca.baseline.engine import measured_engine
+    from deca.cli import main
+    from deca.sim.model.kernels import kernel
+
+    monkeypatch.setenv("DECA_BASELINE_NO_AVX512", "1")  # also: without AVX-512 it says so and measures the fallback
+    main(["baseline", "--workloads", "bf8:0.5,mxfp4", "--runs", "1", "--dram-factor", "0.02", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "lacks AVX-512" in out and "measuring the portable scalar fallback" in out
+    assert "bf8@0.5" in out and "mxfp4@1" in out and "bytes per core cycle" in out
+    engine = measured_engine(tmp_path / "platform.json")
+    assert engine.path == "scalar"
+    assert engine.vo_tile(kernel("bf8", 0.5)) > 0 and engine.vo_tile(kernel("mxfp4")) > 0
