@@ -190,6 +190,20 @@ def test_large_matrix_from_the_compressor(path, rng):
         check(compress(w, scheme, density=density), path)
 
 
+def test_golden_decompress_engine_hook(rng, tmp_path):
+    from deca.cli import main
+    from deca.golden import compress, save
+
+    cm = compress(rng.standard_normal((200, 700)).astype(np.float32), "nvfp4", density=0.4)
+    assert np.array_equal(decompress(cm, engine="baseline"), decompress(cm))
+    with pytest.raises(ValueError, match="unknown decompression engine 'gpu'"):
+        decompress(cm, engine="gpu")
+    save(cm, tmp_path / "w.deca")
+    for engine in ("numpy", "baseline"):
+        main(["decompress", str(tmp_path / "w.deca"), "-o", str(tmp_path / f"{engine}.npy"), "--raw", "--engine", engine])
+    assert np.array_equal(np.load(tmp_path / "numpy.npy"), np.load(tmp_path / "baseline.npy"))
+
+
 # Bad input ----------------------------------------------------------------------------------------
 
 
