@@ -328,7 +328,7 @@ typedef struct {
 
 /* vpexpandb of 64 bytes by mask m, as a vpermb by each lane's rank among the set bits: rank(e) =
  * popcount(m & (2^e - 1)) = popcount of byte e/8 below bit e%8 (BITALG byte popcount) plus the
- * set bits of the bytes before it (a SWAR prefix sum). vpexpandb itself is microcoded on Zen 4. */
+ * set bits of the bytes before it (a SWAR prefix sum). Measured faster than vpexpandb on Zen 4. */
 AVX512 INLINE __m512i expand64(__mmask64 m, __m512i data) {
     const __m512i byte_of = _mm512_set_epi64(0x0707070707070707ll, 0x0606060606060606ll, 0x0505050505050505ll,
                                              0x0404040404040404ll, 0x0303030303030303ll, 0x0202020202020202ll,
@@ -345,7 +345,7 @@ AVX512 INLINE __m512i expand64(__mmask64 m, __m512i data) {
 
 /* Codes of two rows (64 elements, mask m) as bytes, zero where the mask is 0; advances the bit
  * position. The stored codes of consecutive rows are consecutive in the stream, so one load and
- * one vpexpandb (register form: the memory form is microcoded on some cores) serve both rows. */
+ * one expansion serve both rows. */
 AVX512 INLINE __m512i pair_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, __mmask64 m, int q, int sparse) {
     __m512i c = q == 8 ? load_stream(vals, vlen, *bp >> 3) : unpack64(vals, vlen, *bp, q);
     if (sparse) c = expand64(m, c);
