@@ -29,6 +29,10 @@ class MeasuredSoftwareEngine:
     source: str
     name: str = "software (measured)"
 
+    def measures(self, kernel):
+        """Whether the file holds a cost for the kernel's scheme class."""
+        return scheme_class(kernel) in self.points or scheme_class(kernel) == "bf16"
+
     def vo_tile(self, kernel):
         key = scheme_class(kernel)
         if key == "bf16":

@@ -367,6 +367,22 @@ def test_model_table_with_paper_costs_measured_matches_paper_engine(tmp_path, ca
         assert rs == rs_m and speedup == speedup_m, kernel_name
 
 
+def test_model_with_a_partial_platform_file(tmp_path, capsys):
+    import json
+
+    from deca.cli import main
+
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps(platform_doc({("bf8", 0.5): 90.0, ("bf8", 0.05): 90.0})))
+    main(["model", "table", "--baseline", str(path)])
+    out = capsys.readouterr().out
+    assert "(so left out below): BF16_10%, BF16_20%, BF16_30%, BF16_5%, BF16_50%, BF8, MXFP4" in out
+    section = out.split("Table 2 recomputed")[1]
+    assert len([line for line in section.splitlines() if line.lstrip().startswith("BF8_")]) == 5
+    main(["model", "roof", "--scheme", "int4", "--baseline", str(path)])
+    assert "has no 'int4' workload; measure it with 'deca baseline --workloads int4:1'" in capsys.readouterr().out
+
+
 def test_deca_baseline_writes_a_platform_file_the_model_reads(tmp_path, monkeypatch, capsys):
     from deca.baseline.engine import measured_engine
     from deca.cli import main

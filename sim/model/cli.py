@@ -191,8 +191,11 @@ def cmd_roof(args):
     if scheme_class(k) in sw.cycles:
         preds.append(predict(platform, k, sw, args.n))
     measured = _measured(args)
-    if measured is not None:
+    if measured is not None and measured.measures(k):
         preds.append(predict(platform, k, measured, args.n))
+    elif measured is not None:
+        print(f"software (measured): {measured.source} has no {scheme_class(k)!r} workload; measure it with "
+              f"'deca baseline --workloads {k.scheme}:{k.density:g}'")
     print(f"{deca.name}: bpv {deca.bpv(k):.4f}, VO_tile {deca.vo_tile(k):.2f} vOps")
     preds.append(predict(platform, k, deca, args.n))
     print(format_table([dataclasses.asdict(p) for p in preds], PREDICTION_COLUMNS))
@@ -211,7 +214,7 @@ def cmd_table(args):
     rows, rows_measured = [], []
     for k in parse_kernels(",".join(TABLE2_KERNELS)):
         rl, rs, dc = (predict(platform, k, e, args.n) for e in (None, sw, deca))
-        if measured is not None:
+        if measured is not None and measured.measures(k):
             rm = predict(platform, k, measured, args.n)
             rows_measured.append({"kernel": k.name, "sw": sw.vo_tile(k), "sw_m": measured.vo_tile(k),
                                   "rs": rs.flops / 1e12, "rs_m": rm.flops / 1e12, "bound_m": rm.bound,
@@ -240,6 +243,9 @@ def cmd_table(args):
           + (f"DISAGREE for {', '.join(mismatched)}" if mismatched else "agree with the paper for all 12 kernels"))
     if platform != PRESETS["spr-hbm"] or args.n != 16:
         print("note: the paper's numbers are for spr-hbm at N = 16")
+    if measured is not None and len(rows_measured) < len(rows):
+        print(f"\nnot in {measured.source} (so left out below): "
+              + ", ".join(sorted({r['kernel'] for r in rows} - {r['kernel'] for r in rows_measured})))
     if rows_measured:
         print(f"\nTable 2 recomputed with the software engine measured on {measured.machine} "
               f"({measured.path} path): R-S TFLOPS and DECA {paper.DSE_BEST[0]}/{paper.DSE_BEST[1]}'s speedup")
