@@ -253,6 +253,22 @@ def test_malformed_tiles_give_the_golden_error(path, rng):
         assert str(e.value) == want, what
 
 
+@pytest.mark.parametrize("q, fmt", [(4, "e8m0"), (4, None), (8, "bf16"), (2, "e4m3")])
+def test_dense_code_beyond_the_codebook(q, fmt, path, rng):
+    cfg = TileConfig(q, False, fmt, 16, random_lut(rng), 3)
+    cm = make_matrix(rng, cfg, 3)
+    codes = rng.integers(0, 3, 512)
+    codes[int(rng.integers(512))] = 3  # the first code the 3-entry codebook lacks
+    values = bytes(cm.values[:cm.value_offsets[1]])
+    bad = pack(codes, q)
+    want = golden_error(decompress_tile, bad, b"", cm.tile_streams(0)[2], cfg)
+    with pytest.raises(FormatError) as e:
+        baseline.decompress_tile(bad, b"", cm.tile_streams(0)[2], cfg, path)
+    assert str(e.value) == want
+    assert np.array_equal(baseline.decompress_tile(values, b"", cm.tile_streams(0)[2], cfg, path),
+                          decompress_tile(values, b"", cm.tile_streams(0)[2], cfg))
+
+
 # The fallback and the build -----------------------------------------------------------------------
 
 

@@ -269,6 +269,26 @@ AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1, int bf16ins, in
     return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(round_dwords(pe), 16), round_dwords(po));
 }
 
+/* 16 BF16 scales (little-endian bytes) as float32, a zero exponent field read as signed zero. */
+AVX512 INLINE __m512 bf16_scales(const uint8_t *sc) {
+    __m512i d = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sc)), 16);
+    return _mm512_castsi512_ps(_mm512_mask_and_epi32(d, _mm512_testn_epi32_mask(d, _mm512_set1_epi32(0x7F800000)),
+                                                     d, _mm512_set1_epi32((int)0x80000000u)));
+}
+
+/* 16 E4M3FN scales as float32: normal codes rebias the exponent (7 -> 127), subnormal ones are
+ * m * 2^-9, 0x7F and 0xFF are NaN. */
+AVX512 INLINE __m512 e4m3_scales(const uint8_t *sc) {
+    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
+    __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
+    __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7F));
+    __m512i normal = _mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23));
+    __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(1.0f / 512)));
+    __m512i v = _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(8)), sub);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_epi32(0x7FC00000));
+    return _mm512_castsi512_ps(_mm512_or_si512(v, sign));
+}
+
 /* The LUT (16 float entries, DAZ) times scale a in words 0-15 and times scale b in words 16-31.
  * With AVX512_BF16, vcvtne2ps2bf16 rounds exactly as scale_mul when no product is NaN or below
  * 2^-126 (it flushes those); such rare products take the bitwise path and set *slow. */
@@ -409,18 +429,28 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
     uint16_t lut2[32];
     for (int i = 0; i < 32; i++) {
         uint16_t v = cfg->lut[i & 15];
-        lut2[i] = (v & 0x7F80) ? v : v & 0x8000;
+        lut2[i] = fmt == SCALE_NONE || (v & 0x7F80) ? v : v & 0x8000;
     }
     const __m512i lut16 = _mm512_loadu_si512(lut2);
+    /* Dense Q = 4: word p = 8L + j of a row pair (lane L, j < 4: row r, else row r + 1) takes the
+     * byte holding elements 8L + 2k, 8L + 2k + 1 (k = j mod 4) of its row; after the even and odd
+     * nibbles are looked up, vpunpcklwd / vpunpckhwd interleave them back into rows r and r + 1.
+     * ``nib_sel`` adds the LUT-half bits: bit 4 picks the scale of the row (g = 32) or of columns
+     * 16-31 (g = 16), bit 5 row r + 1's LUT register (g = 16). */
+    uint8_t nib_src[64];
+    uint16_t nib_sel[32];
+    for (int p = 0; p < 32; p++) {
+        int L = p >> 3, j = p & 7, row1 = j >= 4;
+        nib_src[2 * p] = nib_src[2 * p + 1] = (uint8_t)(16 * row1 + 4 * L + (j & 3));
+        nib_sel[p] = (uint16_t)(g == 32 ? 16 * row1 : 16 * (L >= 2) + 32 * row1);
+    }
+    const __m512i nib_perm = _mm512_loadu_si512(nib_src), nib_half = _mm512_loadu_si512(nib_sel);
     const __m512 lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
     const int bf16ins = a->bf16ins;
     const __mmask32 knz = _mm512_test_epi16_mask(lut16, _mm512_set1_epi16(0x7F80));  /* nonzero exponents */
     int safe_lo = 1, safe_hi = 0;
     /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
     if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
-    float e4m3[256];
-    if (fmt == SCALE_E4M3)
-        for (int i = 0; i < 256; i++) e4m3[i] = e4m3_value((uint8_t)i);
 
     for (int64_t t = 0; t < a->ntiles; t++) {
         const uint8_t *vals = a->values + a->val_off[t];
@@ -442,16 +472,43 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
             fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
             k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
             a->stats->slow_tiles += !fast_e8m0;
-        } else if (fmt == SCALE_BF16) {
-            for (int s = 0; s < nscales; s++) sf[s] = bf16_daz((uint16_t)(sc[2 * s] | sc[2 * s + 1] << 8));
-        } else if (fmt == SCALE_E4M3) {
-            for (int s = 0; s < nscales; s++) sf[s] = e4m3[sc[s]];
+        } else if (fmt != SCALE_NONE) {
+            for (int h = 0; h < nscales; h += 16)
+                _mm512_storeu_ps(sf + h, fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h));
         }
         int64_t bp = 0;
         for (int r = 0; r < 16; r += 2) {
             __mmask32 m0 = 0xFFFFFFFFu, m1 = 0xFFFFFFFFu;
             __m512i w0, w1;
             if (sparse) { memcpy(&m0, mask + 4 * r, 4); memcpy(&m1, mask + 4 * r + 4, 4); }
+            if (q == 4 && !sparse) {
+                __m512i bytes = _mm512_permutexvar_epi8(nib_perm, _mm512_castsi256_si512(
+                    _mm256_loadu_si256((const __m256i *)(vals + (bp >> 3)))));
+                bp += 256;
+                __m512i lo = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), _mm512_set1_epi16(0x0F));
+                if (check_codes && (_mm512_cmpge_epu16_mask(lo, _mm512_set1_epi16((short)cfg->lut_size))
+                                    | _mm512_cmpge_epu16_mask(hi, _mm512_set1_epi16((short)cfg->lut_size)))) return t + 1;
+                lo = _mm512_or_si512(lo, nib_half);
+                hi = _mm512_or_si512(hi, nib_half);
+                __m512i even, odd;
+                if (fmt == SCALE_NONE || g == 32) {
+                    __m512i lut = fmt == SCALE_NONE ? lut16
+                                : lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, r, fast_e8m0, bf16ins, &slow);
+                    even = _mm512_permutexvar_epi16(lo, lut);
+                    odd = _mm512_permutexvar_epi16(hi, lut);
+                } else {
+                    __m512i lut0 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r, fast_e8m0, bf16ins, &slow);
+                    sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                    __m512i lut1 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r + 2, fast_e8m0, bf16ins, &slow);
+                    even = _mm512_permutex2var_epi16(lut0, lo, lut1);
+                    odd = _mm512_permutex2var_epi16(lut0, hi, lut1);
+                }
+                sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                _mm512_storeu_si512(o + r * a->row_stride, _mm512_unpacklo_epi16(even, odd));
+                _mm512_storeu_si512(o + (r + 1) * a->row_stride, _mm512_unpackhi_epi16(even, odd));
+                continue;
+            }
             if (q == 16) {
                 w0 = row_bf16(vals, &bp, m0, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
                 w1 = row_bf16(vals, &bp, m1, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
