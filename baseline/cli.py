@@ -1,5 +1,6 @@
 """``deca baseline``: build the software kernels, measure them on this machine, write the platform file."""
 
+import argparse
 from pathlib import Path
 
 from deca.golden.summary import format_table
@@ -9,10 +10,17 @@ from .decode import AVX512_FEATURES, avx512_supported, choose_path
 from .measure import DEFAULT_OUT, DEFAULT_WORKLOADS, TARGET_FACTOR, XEON_REFERENCE, measure, parse_workloads, write
 
 
+def _workloads(text):
+    try:
+        return parse_workloads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_baseline_parser(sub):
     b = sub.add_parser("baseline", help="measure the software (AVX-512) decompression kernels on this CPU")
     b.add_argument("--build", action="store_true", help="only build the kernels (setup runs this) and say where")
-    b.add_argument("--workloads", type=parse_workloads, default=list(DEFAULT_WORKLOADS), metavar="SCHEME[:D],...",
+    b.add_argument("--workloads", type=_workloads, default=list(DEFAULT_WORKLOADS), metavar="SCHEME[:D],...",
                    help="schemes and densities (default: issue 19's table and every other scheme dense)")
     b.add_argument("--path", choices=["avx512", "scalar"], help="kernel path (default: AVX-512 when the CPU has it)")
     b.add_argument("--runs", type=int, default=9, help="timed runs per workload in L2 (DRAM: half; default 9)")

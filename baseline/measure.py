@@ -28,6 +28,7 @@ import numpy as np
 
 from deca.golden import compress
 from deca.golden.format import TILE_BYTES
+from deca.golden.schemes import get_scheme
 
 from .build import compiler, library_path
 from .decode import Stats, TileSet, avx512_supported, choose_path, lib
@@ -61,10 +62,14 @@ def parse_workloads(text):
     out = []
     for item in text.split(","):
         scheme, _, density = item.strip().partition(":")
+        get_scheme(scheme)  # names the known schemes when it is not one
         try:
-            out.append((scheme, float(density) if density else 1.0))
+            d = float(density) if density else 1.0
         except ValueError:
             raise ValueError(f"workloads look like bf8:0.5,mxfp4 (scheme[:density]), got {item!r}") from None
+        if not 0 < d <= 1:
+            raise ValueError(f"workload {item!r}: density must be in (0, 1]")
+        out.append((scheme, d))
     return out
 
 

@@ -7,6 +7,7 @@ portable scalar fallback) must give ``deca.golden.decompress``'s bits and errors
 """
 
 import itertools
+import re
 import subprocess
 import sys
 
@@ -307,6 +308,18 @@ def test_build_is_keyed_by_the_sources(monkeypatch, tmp_path):
     src.write_text(src.read_text() + "\nsyntax error here\n")
     with pytest.raises(baseline.BuildError, match="compiling the software baseline with .* failed"):
         baseline_build.build()
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("foo:0.5", "unknown scheme 'foo'"), ("bf8:x", "scheme\\[:density\\]"), ("bf8:0", "density must be in"),
+])
+def test_cli_bad_workloads(arg, message, capsys):
+    from deca.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["baseline", "--workloads", arg])
+    assert e.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
 
 
 def test_cli_missing_compiler_exits_2():
