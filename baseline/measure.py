@@ -79,10 +79,20 @@ def _matrix(scheme, density, seed):
     return compress(w, scheme, density=None if density == 1 else density, **kwargs)
 
 
+def aligned(a, align=64):
+    """A copy of ``a`` starting on an ``align``-byte boundary (a tile buffer for the matrix engine is)."""
+    a = np.asarray(a)
+    raw = np.empty(a.nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def _subset(ts, n):
     """The first n tiles of a TileSet."""
     end = int(ts.value_offsets[n])
-    return TileSet(ts.config, ts.values[:end], ts.value_offsets[:n + 1],
+    return TileSet(ts.config, aligned(ts.values[:end]), ts.value_offsets[:n + 1],
                    None if ts.masks is None else ts.masks[:n], ts.scale_blocks,
                    None if ts.scale_block_of_tile is None else ts.scale_block_of_tile[:n])
 
@@ -96,7 +106,7 @@ def _replicate(ts, copies):
     if blocks is not None:
         block_of = np.concatenate([block_of + i * len(blocks) for i in range(copies)])
         blocks = np.tile(blocks, (copies, 1))
-    return TileSet(ts.config, np.tile(ts.values, copies), offsets,
+    return TileSet(ts.config, aligned(np.tile(ts.values, copies)), offsets,
                    None if ts.masks is None else np.tile(ts.masks, (copies, 1)), blocks, block_of)
 
 
@@ -221,7 +231,7 @@ def measure(workloads=DEFAULT_WORKLOADS, path=None, runs=9, dram_factor=4, seed=
         log(f"pinned to CPU {cpu}; TSC {tsc / 1e9:.3f} GHz; core clock ~{clock.ratio * tsc / 1e9:.3f} GHz "
             f"(dependent adds); LLC {llc >> 20} MiB; DRAM sets of {dram_bytes >> 20} MiB; {path} path")
         results = []
-        out = np.empty(TILE_BYTES // 2, np.uint16)
+        out = aligned(np.zeros(TILE_BYTES // 2, np.uint16))
         for scheme, density in workloads:
             cm = _matrix(scheme, density, seed)
             ts = TileSet.of_matrix(cm)
