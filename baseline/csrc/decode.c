@@ -3,9 +3,8 @@
  * The format is the one of golden/format.py; the arithmetic is golden/numerics.py's scale_mul.
  * Two implementations share one entry point: AVX-512 (F, BW, VL, DQ, VBMI, VBMI2, BITALG, and BF16
  * when present; compiled with target attributes so the file builds anywhere) and a portable scalar
- * loop. Both validate the
- * streams exactly where the golden model does and return the first bad tile; Python then asks
- * the golden model for the message, so both report the same error.
+ * loop. Both validate the streams exactly where the golden model does and return the first bad
+ * tile; Python then asks the golden model for the message, so both report the same error.
  */
 #include <stdint.h>
 #include <string.h>
