@@ -57,7 +57,7 @@ def cmd_decompress(args):
     from deca.golden.numerics import bf16_to_f32
 
     cm = load(args.file)
-    bits = decompress(cm)
+    bits = decompress(cm, engine=args.engine)
     if args.raw:
         np.save(args.output, bits)
         print(f"wrote {args.output}: {bits.shape[0]} x {bits.shape[1]} uint16 BF16 patterns (the PE's output)")
@@ -115,6 +115,8 @@ def build_parser():
     d.add_argument("file", type=Path)
     d.add_argument("-o", "--output", type=Path, required=True, help="output .npy file")
     d.add_argument("--raw", action="store_true", help="write the uint16 BF16 patterns the PE emits instead of float32")
+    d.add_argument("--engine", choices=["numpy", "baseline"], default="numpy",
+                   help="numpy: the golden reference (default); baseline: the C kernels of 'deca baseline', same bits")
     d.set_defaults(func=cmd_decompress)
 
     r = sub.add_parser("roundtrip", help="golden round trip of every scheme: compress, memory image, file, decompress")
@@ -132,6 +134,9 @@ def build_parser():
 
     from deca.synth.cli import add_synth_parser
     add_synth_parser(sub)
+
+    from deca.baseline.cli import add_baseline_parser
+    add_baseline_parser(sub)
 
     g = sub.add_parser("generate", help="write synthesizable Verilog of the DECA PE for one (W, L)")
     g.add_argument("--W", type=int, default=32, help="elements per vOp: 8, 16, 32 or 64 (default 32)")

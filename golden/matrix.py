@@ -392,9 +392,18 @@ def decompress_tile(values, mask, scales, config):
     return out.reshape(TILE_ROWS, TILE_COLS)
 
 
-def decompress(cm):
+def decompress(cm, engine="numpy"):
     """Decompress a whole matrix; returns (M, K) uint16 BF16 patterns (the tile decode, without
-    ``cm.tensor_scale``)."""
+    ``cm.tensor_scale``).
+
+    ``engine``: "numpy" (default), this module's exact reference; or "baseline", the C kernels of
+    ``deca.baseline`` (AVX-512 where the CPU has it), the same bits and errors, faster on large matrices.
+    """
+    if engine == "baseline":
+        from deca.baseline import decompress as baseline_decompress
+        return baseline_decompress(cm)
+    if engine != "numpy":
+        raise ValueError(f"unknown decompression engine {engine!r}; known: numpy, baseline")
     cfg = cm.config
     bits = mask_bits(cm.masks) if cm.masks is not None else None
     scale_codes = _scale_codes(cm.scale_blocks, cfg)[cm.scale_block_of_tile] if cfg.scale_format else None

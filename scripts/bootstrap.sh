@@ -61,6 +61,13 @@ ensure_cxx() {
     say "         Install them with 'sudo apt-get install g++ make'."
 }
 
+# The software baseline's C kernels (deca.baseline), compiled for this CPU into build/baseline/.
+ensure_baseline() {
+    "$VENV/bin/deca" baseline --build >/dev/null && return 0
+    say "warning: the software-baseline kernels could not be built (see above); 'deca baseline' needs a C compiler."
+}
+
 ensure_venv
 ensure_iverilog
 ensure_cxx
+ensure_baseline

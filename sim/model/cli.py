@@ -48,6 +48,9 @@ def _add_common(p, kernels=False):
     p.add_argument("--sw-cycles", type=_sw_cycles, default={}, metavar="CLASS=CYCLES,...",
                    help="software cost per tile by scheme class, added to the built-in "
                         + ", ".join(f"{k}={v:g}" for k, v in SOFTWARE_CYCLES_PER_TILE.items()))
+    p.add_argument("--baseline", metavar="JSON|none",
+                   help="software engine measured by 'deca baseline' (default: out/baseline/platform.json when "
+                        "it exists; 'none' leaves it out)")
     if kernels:
         p.add_argument("--kernels", default=",".join(TABLE2_KERNELS),
                        help="comma-separated scheme or scheme:density (default: the paper's Table 2 set)")
@@ -105,6 +108,19 @@ def _platform(args):
 
 def _software(args):
     return SoftwareEngine({**SOFTWARE_CYCLES_PER_TILE, **args.sw_cycles})
+
+
+def _measured(args):
+    """The software engine measured on this machine (deca.baseline), or None (said once)."""
+    from deca.baseline.engine import default_engine, measured_engine
+
+    engine = None if args.baseline == "none" else measured_engine(args.baseline) if args.baseline else default_engine()
+    if engine is None and args.baseline != "none":
+        print("software measured on this machine: none yet (run 'deca baseline' to measure it)")
+    elif engine is not None:
+        print(f"software measured on this machine: {engine.describe()}; its core cycles per tile are applied "
+              "to the platform's cores")
+    return engine
 
 
 PREDICTION_COLUMNS = {
@@ -174,9 +190,17 @@ def cmd_roof(args):
     preds = [predict(platform, k, None, args.n)]
     if scheme_class(k) in sw.cycles:
         preds.append(predict(platform, k, sw, args.n))
+    measured = _measured(args)
+    if measured is not None and measured.measures(k):
+        preds.append(predict(platform, k, measured, args.n))
+    elif measured is not None:
+        print(f"software (measured): {measured.source} has no {scheme_class(k)!r} workload; measure it with "
+              f"'deca baseline --workloads {k.scheme}:{k.density:g}'")
     print(f"{deca.name}: bpv {deca.bpv(k):.4f}, VO_tile {deca.vo_tile(k):.2f} vOps")
     preds.append(predict(platform, k, deca, args.n))
     print(format_table([dataclasses.asdict(p) for p in preds], PREDICTION_COLUMNS))
+    for p in preds[1:-1]:
+        print(f"DECA speedup over {p.engine}: {preds[-1].flops / p.flops:.2f}x")
     if scheme_class(k) not in sw.cycles:
         print(f"software: no cost known for scheme class {scheme_class(k)!r}; "
               f"give it with --sw-cycles {scheme_class(k)}=CYCLES")
@@ -186,9 +210,16 @@ def cmd_table(args):
     platform = _platform(args)
     sw, deca = _software(args), DecaEngine(*paper.DSE_BEST)
     print(f"Table 2 reproduction: {platform.describe()}, N = {args.n}; TFLOPS (FMA/s)")
-    rows = []
+    measured = _measured(args)
+    rows, rows_measured = [], []
     for k in parse_kernels(",".join(TABLE2_KERNELS)):
         rl, rs, dc = (predict(platform, k, e, args.n) for e in (None, sw, deca))
+        if measured is not None and measured.measures(k):
+            rm = predict(platform, k, measured, args.n)
+            rows_measured.append({"kernel": k.name, "sw": sw.vo_tile(k), "sw_m": measured.vo_tile(k),
+                                  "rs": rs.flops / 1e12, "rs_m": rm.flops / 1e12, "bound_m": rm.bound,
+                                  "deca": dc.flops / 1e12, "speedup": dc.flops / rs.flops,
+                                  "speedup_m": dc.flops / rm.flops})
         paper_rl, paper_rs = paper.TABLE2[k.name]
         rows.append({
             "kernel": k.name, "bytes": k.bytes_per_tile,
@@ -212,6 +243,18 @@ def cmd_table(args):
           + (f"DISAGREE for {', '.join(mismatched)}" if mismatched else "agree with the paper for all 12 kernels"))
     if platform != PRESETS["spr-hbm"] or args.n != 16:
         print("note: the paper's numbers are for spr-hbm at N = 16")
+    if measured is not None and len(rows_measured) < len(rows):
+        print(f"\nnot in {measured.source} (so left out below): "
+              + ", ".join(sorted({r['kernel'] for r in rows} - {r['kernel'] for r in rows_measured})))
+    if rows_measured:
+        print(f"\nTable 2 recomputed with the software engine measured on {measured.machine} "
+              f"({measured.path} path): R-S TFLOPS and DECA {paper.DSE_BEST[0]}/{paper.DSE_BEST[1]}'s speedup")
+        print(format_table(rows_measured, {
+            "kernel": ("kernel", "{}"), "sw": ("SW cycles/tile paper", "{:.0f}"), "sw_m": ("measured", "{:.1f}"),
+            "rs": ("R-S paper SW", "{:.2f}"), "rs_m": ("R-S measured SW", "{:.2f}"), "bound_m": ("bound", "{}"),
+            "deca": ("DECA", "{:.2f}"), "speedup": ("DECA / paper SW", "{:.2f}x"),
+            "speedup_m": ("DECA / measured SW", "{:.2f}x"),
+        }))
 
 
 def cmd_bord(args):

@@ -1,0 +1,686 @@
+/* Software decompression of DECA compressed tiles into BF16 tiles, bit-exact to deca.golden.
+ *
+ * The format is the one of golden/format.py; the arithmetic is golden/numerics.py's scale_mul.
+ * Two implementations share one entry point: AVX-512 (F, BW, VL, DQ, VBMI, VBMI2, BITALG, and BF16
+ * when present; compiled with target attributes so the file builds anywhere) and a portable scalar
+ * loop. Both validate the streams exactly where the golden model does and return the first bad
+ * tile; Python then asks the golden model for the message, so both report the same error.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <x86intrin.h>
+#define DECA_X86 1
+#else
+#define DECA_X86 0
+#endif
+
+enum { SCALE_NONE = 0, SCALE_BF16 = 1, SCALE_E8M0 = 2, SCALE_E4M3 = 3 };
+/* PATH_AVX512_NO_BF16: the AVX-512 path without AVX512_BF16 instructions, as on CPUs without them. */
+enum { PATH_SCALAR = 0, PATH_AVX512 = 1, PATH_AVX512_NO_BF16 = 2 };
+
+/* Per-kernel configuration (TileConfig), filled from Python. */
+typedef struct {
+    int32_t q_bits, sparse, scale_fmt, scale_group, lut_size;
+    uint16_t lut[256];
+} deca_cfg;
+
+/* Counters of one decode call: tiles that took an exact slow path (E8M0 scales beyond the fast
+ * path's range, or scaled LUT entries that are NaN or below 2^-126). */
+typedef struct {
+    int64_t slow_tiles;
+} deca_stats;
+
+/* ---------------------------------------------------------------------------------------------
+ * Shared scalar pieces
+ * ------------------------------------------------------------------------------------------- */
+
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* Exact value of an E4M3FN code as float (NaN for 0x7F/0xFF). */
+static float e4m3_value(uint8_t x) {
+    int e = (x >> 3) & 15, m = x & 7;
+    float mag;
+    if ((x & 0x7F) == 0x7F) return bits_f32(0x7FC00000u);
+    if (e == 0) mag = (float)m / 8.0f * (1.0f / 64.0f);
+    else { mag = (1.0f + (float)m / 8.0f); for (int i = e - 7; i > 0; i--) mag *= 2.0f; for (int i = e - 7; i < 0; i++) mag *= 0.5f; }
+    return (x & 0x80) ? -mag : mag;
+}
+
+/* A BF16 pattern as float with a zero exponent field read as signed zero (DAZ). */
+static inline float bf16_daz(uint16_t v) {
+    return bits_f32((v & 0x7F80) ? (uint32_t)v << 16 : (uint32_t)(v & 0x8000) << 16);
+}
+
+/* The scale of element group s of a tile as float, for BF16 and E4M3 scale streams. */
+static inline float scale_float(const uint8_t *sc, int fmt, int s) {
+    if (fmt == SCALE_BF16) return bf16_daz((uint16_t)(sc[2 * s] | sc[2 * s + 1] << 8));
+    return e4m3_value(sc[s]);
+}
+
+/* Float32 product of two BF16-exact operands -> BF16 by scale_mul's rules. The product of two
+ * 8-bit significands is exact in float32 except far below 2^-126, where the result flushes anyway;
+ * just below 2^-126 it is exact, and rounding to 8 bits there reaches 2^-126 from
+ * 2^-126 - 2^-135 (the tie goes to the even 2^-126) upwards. */
+static inline uint16_t round_product(float p) {
+    uint32_t b = f32_bits(p);
+    if (p != p) return 0x7FC0;
+    if ((b & 0x7F800000u) == 0) return (uint16_t)((b >> 16) & 0x8000) | ((b & 0x7FFFFFFFu) >= 0x7FC000u ? 0x80 : 0);
+    return (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1)) >> 16);
+}
+
+/* BF16 v times 2^k (E8M0 code x = k + 127), by scale_mul's rules. */
+static inline uint16_t e8m0_mul(uint16_t v, int x) {
+    int e = (v >> 7) & 0xFF, sign = v & 0x8000;
+    if (x == 0xFF || (e == 0xFF && (v & 0x7F))) return 0x7FC0;
+    if (e == 0xFF) return v;
+    if (e == 0) return (uint16_t)sign;
+    int E = e + x - 127;
+    if (E >= 0xFF) return (uint16_t)(sign | 0x7F80);
+    if (E <= 0) return (uint16_t)sign;
+    return (uint16_t)(sign | E << 7 | (v & 0x7F));
+}
+
+static inline int popcount64(uint64_t x) { return __builtin_popcountll(x); }
+
+/* Stored elements of a tile and the value-stream checks of golden.matrix._decode (length, zero
+ * padding). Returns the number stored, or -1 when the stream is malformed. */
+static int check_stream(const deca_cfg *cfg, const uint8_t *vals, int64_t vlen, const uint8_t *mask) {
+    int n = 512;
+    if (mask) {
+        n = 0;
+        for (int i = 0; i < 8; i++) { uint64_t w; memcpy(&w, mask + 8 * i, 8); n += popcount64(w); }
+    }
+    int64_t bits = (int64_t)n * cfg->q_bits;
+    if (vlen != (bits + 7) / 8) return -1;
+    int tail = (int)(bits % 8);
+    if (tail && (vals[vlen - 1] >> tail)) return -1;
+    return n;
+}
+
+static inline uint16_t *tile_out(uint16_t *out, int64_t t, int64_t tile_cols, int64_t row_stride) {
+    if (tile_cols == 0) return out;  /* every tile into one buffer (benchmarks) */
+    return out + (t / tile_cols) * 16 * row_stride + (t % tile_cols) * 32;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Portable scalar path
+ * ------------------------------------------------------------------------------------------- */
+
+static int64_t decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                             const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                             uint16_t *out, int64_t tile_cols, int64_t row_stride) {
+    const int q = cfg->q_bits, g = cfg->scale_group, fmt = cfg->scale_fmt;
+    const int scale_len = fmt == SCALE_NONE ? 0 : (512 / g) * (fmt == SCALE_BF16 ? 2 : 1);
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *vals = values + val_off[t];
+        const uint8_t *mask = cfg->sparse ? masks + 64 * t : NULL;
+        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
+        if (check_stream(cfg, vals, val_off[t + 1] - val_off[t], mask) < 0) return t + 1;
+        uint16_t *o = tile_out(out, t, tile_cols, row_stride);
+        int64_t bp = 0;
+        for (int e = 0; e < 512; e++) {
+            uint16_t v = 0;
+            if (!mask || (mask[e >> 3] >> (e & 7) & 1)) {
+                uint32_t code = 0;
+                for (int b = 0; b < q; b++, bp++) code |= (uint32_t)(vals[bp >> 3] >> (bp & 7) & 1) << b;
+                if (q <= 8 && code >= (uint32_t)cfg->lut_size) return t + 1;
+                v = q <= 8 ? cfg->lut[code] : (uint16_t)code;
+                if (fmt) {
+                    int s = (e >> 5) * (32 / g) + (e & 31) / g;
+                    v = fmt == SCALE_E8M0 ? e8m0_mul(v, sc[s]) : round_product(bf16_daz(v) * scale_float(sc, fmt, s));
+                }
+            }
+            o[(e >> 5) * row_stride + (e & 31)] = v;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * AVX-512 path
+ * ------------------------------------------------------------------------------------------- */
+#if DECA_X86
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx512dq,avx512bf16,avx512bitalg,popcnt,bmi2")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb), two rows (64 codes) at a time: for codes
+ * whose first one starts at bit b0 of byte 0, code k lands in byte k. Qword j gathers the 8 bytes
+ * from B_j = (b0 + 8jQ) / 8 on (B_7 + 7 <= 56 < 64), which hold codes 8j..8j+7 (8Q + 7 <= 63 bits);
+ * byte k then selects 8 bits at its offset. */
+static uint8_t unpack_perm[8][8][64], unpack_shift[8][8][64];
+
+static void init_unpack_tables(void) {
+    for (int q = 1; q < 8; q++)
+        for (int b0 = 0; b0 < 8; b0++)
+            for (int k = 0; k < 64; k++) {
+                int j = k >> 3, base = (b0 + 8 * j * q) >> 3;
+                unpack_perm[q][b0][k] = (uint8_t)(base + (k & 7));
+                unpack_shift[q][b0][k] = (uint8_t)(b0 + k * q - 8 * base);
+            }
+}
+
+/* The bytes of a stream from ``byte`` on, up to 64, without reading past its end. */
+AVX512 INLINE __m512i load_stream(const uint8_t *vals, int64_t vlen, int64_t byte) {
+    int64_t avail = vlen - byte;
+    __mmask64 k = avail >= 64 ? ~0ull : avail <= 0 ? 0 : _bzhi_u64(~0ull, (unsigned)avail);
+    return _mm512_maskz_loadu_epi8(k, vals + byte);
+}
+
+/* 64 consecutive Q-bit codes (Q < 8) from stream bit bp, one per byte. */
+AVX512 INLINE __m512i unpack64(const uint8_t *vals, int64_t vlen, int64_t bp, int q) {
+    __m512i data = load_stream(vals, vlen, bp >> 3);
+    int b0 = (int)(bp & 7);
+    __m512i perm = _mm512_loadu_si512(unpack_perm[q][b0]);
+    __m512i shift = _mm512_loadu_si512(unpack_shift[q][b0]);
+    __m512i codes = _mm512_multishift_epi64_epi8(shift, _mm512_permutexvar_epi8(perm, data));
+    return _mm512_and_si512(codes, _mm512_set1_epi8((char)((1 << q) - 1)));
+}
+
+/* The LUT split into low and high bytes, 64 entries per register; word interleave indices. */
+typedef struct {
+    __m512i lo[4], hi[4], inter0, inter1;
+} lut_regs;
+
+AVX512 static void load_lut(const deca_cfg *cfg, int daz, lut_regs *L) {
+    uint8_t lo[256], hi[256], i0[64], i1[64];
+    for (int i = 0; i < 256; i++) {
+        uint16_t v = cfg->lut[i];
+        if (daz && !(v & 0x7F80)) v &= 0x8000;  /* the scaler reads zero-exponent inputs as zero */
+        lo[i] = (uint8_t)v; hi[i] = (uint8_t)(v >> 8);
+    }
+    for (int i = 0; i < 4; i++) {
+        L->lo[i] = _mm512_loadu_si512(lo + 64 * i);
+        L->hi[i] = _mm512_loadu_si512(hi + 64 * i);
+    }
+    for (int i = 0; i < 32; i++) {
+        i0[2 * i] = (uint8_t)i; i0[2 * i + 1] = (uint8_t)(64 + i);
+        i1[2 * i] = (uint8_t)(32 + i); i1[2 * i + 1] = (uint8_t)(96 + i);
+    }
+    L->inter0 = _mm512_loadu_si512(i0);
+    L->inter1 = _mm512_loadu_si512(i1);
+}
+
+/* LUT lookup of 64 byte codes (two rows): BF16 words of row 0 in *w0 and row 1 in *w1. */
+AVX512 INLINE void lookup(const lut_regs *L, int q, __m512i idx, __m512i *w0, __m512i *w1) {
+    __m512i lo, hi;
+    if (q <= 6) {
+        lo = _mm512_permutexvar_epi8(idx, L->lo[0]);
+        hi = _mm512_permutexvar_epi8(idx, L->hi[0]);
+    } else if (q == 7) {
+        lo = _mm512_permutex2var_epi8(L->lo[0], idx, L->lo[1]);
+        hi = _mm512_permutex2var_epi8(L->hi[0], idx, L->hi[1]);
+    } else {
+        __mmask64 top = _mm512_movepi8_mask(idx);
+        lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L->lo[0], idx, L->lo[1]),
+                                    _mm512_permutex2var_epi8(L->lo[2], idx, L->lo[3]));
+        hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L->hi[0], idx, L->hi[1]),
+                                    _mm512_permutex2var_epi8(L->hi[2], idx, L->hi[3]));
+    }
+    *w0 = _mm512_permutex2var_epi8(lo, L->inter0, hi);
+    *w1 = _mm512_permutex2var_epi8(lo, L->inter1, hi);
+}
+
+/* Float32 products -> rounded dwords whose high word is the BF16 result. Nearest-even on the
+ * bits; products below 2^-126 (float32 subnormal or zero exponent) and NaNs take the fix-ups. */
+AVX512 INLINE __m512i round_dwords(__m512 p) {
+    __m512i b = _mm512_castps_si512(p);
+    __m512i t = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)),
+                                 _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
+    /* Classes: QNaN 0x01, denormal 0x20, SNaN 0x80. Zeros round to themselves already. */
+    if (_mm512_fpclass_ps_mask(p, 0xA1)) {
+        __mmask16 sub = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7F800000));
+        __mmask16 up = _mm512_mask_cmpge_epu32_mask(sub, _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                   _mm512_set1_epi32(0x7FC000));
+        t = _mm512_mask_and_epi32(t, sub, b, _mm512_set1_epi32((int)0x80000000u));
+        t = _mm512_mask_or_epi32(t, up, t, _mm512_set1_epi32(0x00800000));
+        t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC00000));
+    }
+    return t;
+}
+
+/* Words 0-15 from the high words of x's dwords, words 16-31 from y's. */
+AVX512 INLINE __m512i high_words(__m512i x, __m512i y) {
+    const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+                                         31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(x, idx, y);
+}
+
+/* scale_mul of 32 BF16 words (DAZ already applied) by two float scales (lanes 0-15, 16-31).
+ * Even and odd words become float32 in place (shift / mask). With AVX512_BF16, vcvtne2ps2bf16
+ * rounds exactly as scale_mul unless a product is NaN or below 2^-126 (it flushes those): such
+ * rare rows take the bitwise rounding and set *slow. */
+AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1, int bf16ins, int *slow) {
+    __m512 s = _mm512_mask_blend_ps(0xFF00, s0, s1);  /* dword j holds words 2j, 2j+1 */
+    __m512 pe = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), s);
+    __m512 po = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), s);
+    __mmask16 special = _mm512_fpclass_ps_mask(pe, 0xA1) | _mm512_fpclass_ps_mask(po, 0xA1);
+    if (bf16ins && !special) {
+        /* [even results | odd results] -> interleaved back */
+        const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                               23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(po, pe));
+    }
+    *slow |= special != 0;
+    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(round_dwords(pe), 16), round_dwords(po));
+}
+
+/* 16 BF16 scales (little-endian bytes) as float32, a zero exponent field read as signed zero. */
+AVX512 INLINE __m512 bf16_scales(const uint8_t *sc) {
+    __m512i d = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sc)), 16);
+    return _mm512_castsi512_ps(_mm512_mask_and_epi32(d, _mm512_testn_epi32_mask(d, _mm512_set1_epi32(0x7F800000)),
+                                                     d, _mm512_set1_epi32((int)0x80000000u)));
+}
+
+/* 16 E4M3FN scales as float32: normal codes rebias the exponent (7 -> 127), subnormal ones are
+ * m * 2^-9, 0x7F and 0xFF are NaN. */
+AVX512 INLINE __m512 e4m3_scales(const uint8_t *sc) {
+    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
+    __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
+    __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7F));
+    __m512i normal = _mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23));
+    __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(1.0f / 512)));
+    __m512i v = _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(8)), sub);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_epi32(0x7FC00000));
+    return _mm512_castsi512_ps(_mm512_or_si512(v, sign));
+}
+
+/* The LUT (16 float entries, DAZ) times scale a in words 0-15 and times scale b in words 16-31.
+ * With AVX512_BF16, vcvtne2ps2bf16 rounds exactly as scale_mul when no product is NaN or below
+ * 2^-126 (it flushes those); such rare products take the bitwise path and set *slow. */
+AVX512 INLINE __m512i scale_lut(__m512 lutf, float a, float b, int bf16ins, int *slow) {
+    __m512 pa = _mm512_mul_ps(lutf, _mm512_set1_ps(a)), pb = _mm512_mul_ps(lutf, _mm512_set1_ps(b));
+    __mmask16 special = _mm512_fpclass_ps_mask(pa, 0xA1) | _mm512_fpclass_ps_mask(pb, 0xA1);
+    if (bf16ins && !special) return (__m512i)_mm512_cvtne2ps_pbh(pb, pa);
+    *slow |= special != 0;
+    return high_words(round_dwords(pa), round_dwords(pb));
+}
+
+/* v times 2^k per lane (kv = k, k7 = k << 7), exact by scale_mul's rules (every special case). */
+AVX512 INLINE __m512i e8m0_exact(__m512i v, __m512i kv, __m512i k7, __mmask32 nan_scale) {
+    __m512i e = _mm512_and_si512(_mm512_srli_epi16(v, 7), _mm512_set1_epi16(0xFF));
+    __m512i E = _mm512_add_epi16(e, kv);
+    __m512i sign = _mm512_and_si512(v, _mm512_set1_epi16((short)0x8000));
+    __m512i r = _mm512_add_epi16(v, k7);
+    __mmask32 under = _mm512_cmple_epi16_mask(E, _mm512_setzero_si512()) | _mm512_cmpeq_epi16_mask(e, _mm512_setzero_si512());
+    r = _mm512_mask_mov_epi16(r, _mm512_cmpgt_epi16_mask(E, _mm512_set1_epi16(254)),
+                              _mm512_or_si512(sign, _mm512_set1_epi16(0x7F80)));
+    r = _mm512_mask_mov_epi16(r, under, sign);
+    r = _mm512_mask_mov_epi16(r, _mm512_cmpeq_epi16_mask(e, _mm512_set1_epi16(0xFF)), v);
+    __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), _mm512_set1_epi16(0x7F80));
+    return _mm512_mask_mov_epi16(r, nan | nan_scale, _mm512_set1_epi16(0x7FC0));
+}
+
+/* Per-lane scale of a row for E8M0: k (or k << 7) of lanes 0-15 from scale s0, 16-31 from s1. */
+AVX512 INLINE __m512i two_halves(int a, int b) {
+    return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)a), _mm512_set1_epi16((short)b));
+}
+
+/* E8M0 codes x for which v + ((x - 127) << 7) is exact for every nonzero-exponent LUT entry: no
+ * entry overflows or underflows and none is Inf/NaN. Empty (lo > hi) when the LUT has specials. */
+static void e8m0_safe_range(const deca_cfg *cfg, int *lo, int *hi) {
+    int emin = 255, emax = 0;
+    for (int i = 0; i < cfg->lut_size; i++) {
+        int e = (cfg->lut[i] >> 7) & 0xFF;
+        if (e == 0xFF) { *lo = 1; *hi = 0; return; }
+        if (e) { if (e < emin) emin = e; if (e > emax) emax = e; }
+    }
+    if (emax == 0) { *lo = 0; *hi = 254; return; }  /* only zeros: any finite scale */
+    *lo = 128 - emin > 0 ? 128 - emin : 0;   /* emin + x - 127 >= 1 */
+    *hi = 381 - emax < 254 ? 381 - emax : 254;  /* emax + x - 127 <= 254, and x != 255 (NaN) */
+}
+
+/* Everything decode_tiles needs besides the per-kernel constants it is specialized on. */
+typedef struct {
+    const deca_cfg *cfg;
+    int64_t ntiles;
+    const uint8_t *values, *masks, *scales;
+    const int64_t *val_off, *block_of_tile;
+    uint16_t *out;
+    int64_t tile_cols, row_stride;
+    deca_stats *stats;
+    int bf16ins;  /* use AVX512_BF16's vcvtne2ps2bf16 */
+} decode_args;
+
+/* Sparse expansion state of a tile: vpexpandb of a row pair's 64 codes by its mask is done as a
+ * vpermb by each lane's rank among the set bits, rank(e) = popcount(m & (2^e - 1)): the set bits
+ * of byte e/8 below bit e%8 (BITALG byte popcount) plus those of the pair's bytes before it (a
+ * prefix sum of the tile's byte popcounts by vpmullq). Measured faster than vpexpandb on Zen 4. */
+typedef struct {
+    __m512i mask, before, sel;  /* the tile's 64 mask bytes; per byte, set bits before it in its
+                                   qword (row pair); bytes of the current pair's qword per lane */
+} expander;
+
+AVX512 INLINE expander expander_of_tile(const uint8_t *mask) {
+    const __m512i byte_of = _mm512_set_epi64(0x0707070707070707ll, 0x0606060606060606ll, 0x0505050505050505ll,
+                                             0x0404040404040404ll, 0x0303030303030303ll, 0x0202020202020202ll,
+                                             0x0101010101010101ll, 0);
+    expander x;
+    x.mask = _mm512_loadu_si512(mask);
+    x.before = _mm512_slli_epi64(_mm512_mullo_epi64(_mm512_popcnt_epi8(x.mask),
+                                                    _mm512_set1_epi64(0x0101010101010101ll)), 8);
+    x.sel = byte_of;
+    return x;
+}
+
+/* The next row pair's 64 codes expanded by its mask m (zero where m is 0). */
+AVX512 INLINE __m512i expand_pair(expander *x, __mmask64 m, __m512i data) {
+    const __m512i below = _mm512_set1_epi64(0x7F3F1F0F07030100ll);  /* 2^(e%8) - 1 */
+    __m512i own = _mm512_popcnt_epi8(_mm512_and_si512(_mm512_permutexvar_epi8(x->sel, x->mask), below));
+    __m512i rank = _mm512_add_epi8(own, _mm512_permutexvar_epi8(x->sel, x->before));
+    x->sel = _mm512_add_epi8(x->sel, _mm512_set1_epi8(8));
+    return _mm512_maskz_permutexvar_epi8(m, rank, data);
+}
+
+/* Codes of two rows (64 elements, mask m) as bytes, zero where the mask is 0; advances the bit
+ * position. The stored codes of consecutive rows are consecutive in the stream, so one load and
+ * one expansion serve both rows. */
+AVX512 INLINE __m512i pair_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, __mmask64 m, int q, int sparse,
+                                 expander *x) {
+    __m512i c = q == 8 ? load_stream(vals, vlen, *bp >> 3) : unpack64(vals, vlen, *bp, q);
+    if (sparse) c = expand_pair(x, m, c);
+    *bp += q * (int64_t)(sparse ? _mm_popcnt_u64(m) : 64);
+    return c;
+}
+
+/* Raw BF16 values of one row (Q = 16), read as zero-exponent = zero when they will be scaled. */
+AVX512 INLINE __m512i row_bf16(const uint8_t *vals, int64_t *bp, __mmask32 m, int sparse, int daz) {
+    __m512i w = sparse ? _mm512_maskz_expand_epi16(m, _mm512_maskz_loadu_epi16(
+                             (__mmask32)_bzhi_u32(0xFFFFFFFFu, _mm_popcnt_u32(m)), vals + (*bp >> 3)))
+                       : _mm512_loadu_si512(vals + (*bp >> 3));
+    *bp += 16 * (int64_t)(sparse ? _mm_popcnt_u32(m) : 32);
+    if (daz)
+        w = _mm512_mask_mov_epi16(w, _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x7F80)),
+                                  _mm512_and_si512(w, _mm512_set1_epi16((short)0x8000)));
+    return w;
+}
+
+/* scale_mul of 32 BF16 words: lanes 0-15 by scale s0, lanes 16-31 by scale s1. */
+AVX512 INLINE __m512i scale_words(__m512i v, int fmt, const uint8_t *sc, const float *sf, int s0, int s1, int fast_e8m0,
+                                  int bf16ins, int *slow) {
+    if (fmt == SCALE_E8M0) {
+        int x0 = sc[s0], x1 = sc[s1];
+        __m512i k7 = two_halves((x0 - 127) << 7, (x1 - 127) << 7);
+        if (fast_e8m0)  /* zero-exponent (zero) entries stay signed zero */
+            return _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7F80)), v, k7);
+        return e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
+                          (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
+    }
+    if (fmt != SCALE_NONE) return mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]), bf16ins, slow);
+    return v;
+}
+
+/* The 16-entry LUT times scales sa (words 0-15) and sa + 1 (words 16-31), for Q <= 4. The fast
+ * E8M0 path adds the scales' exponents, picked from k7all by sidx, to the nonzero-exponent entries. */
+AVX512 INLINE __m512i lut_pair(int fmt, __m512i lut16, __mmask32 knz, __m512i k7all, __m512i sidx, __m512 lutf,
+                               const uint8_t *sc, const float *sf, int sa, int fast_e8m0, int bf16ins, int *slow) {
+    if (fmt == SCALE_E8M0) {
+        if (fast_e8m0) return _mm512_mask_add_epi16(lut16, knz, lut16, _mm512_permutexvar_epi16(sidx, k7all));
+        return scale_words(lut16, fmt, sc, sf, sa, sa + 1, 0, bf16ins, slow);
+    }
+    return scale_lut(lutf, sf[sa], sf[sa + 1], bf16ins, slow);
+}
+
+AVX512 INLINE void store_row(uint16_t *o, __m512i v, __mmask32 m, int sparse) {
+    _mm512_storeu_si512(o, sparse ? _mm512_maskz_mov_epi16(m, v) : v);
+}
+
+/* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
+AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int sparse, const int fmt) {
+    const deca_cfg *cfg = a->cfg;
+    const int g = cfg->scale_group;
+    const int nscales = 512 / g;
+    const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
+    const int check_codes = q <= 8 && cfg->lut_size < (1 << q);
+    const __m512i lut_size = _mm512_set1_epi8((char)(cfg->lut_size > 255 ? 255 : cfg->lut_size));
+    lut_regs L;
+    if (q <= 8) load_lut(cfg, fmt != SCALE_NONE, &L);
+    /* LUT entries 0-15 (DAZ) in both halves of a register, for the scaled-LUT path of Q <= 4. */
+    uint16_t lut2[32];
+    for (int i = 0; i < 32; i++) {
+        uint16_t v = cfg->lut[i & 15];
+        lut2[i] = fmt == SCALE_NONE || (v & 0x7F80) ? v : v & 0x8000;
+    }
+    const __m512i lut16 = _mm512_loadu_si512(lut2);
+    /* Dense Q = 4: word p = 8L + j of a row pair (lane L, j < 4: row r, else row r + 1) takes the
+     * byte holding elements 8L + 2k, 8L + 2k + 1 (k = j mod 4) of its row; after the even and odd
+     * nibbles are looked up, vpunpcklwd / vpunpckhwd interleave them back into rows r and r + 1.
+     * ``nib_sel`` adds the LUT-half bits: bit 4 picks the scale of the row (g = 32) or of columns
+     * 16-31 (g = 16), bit 5 row r + 1's LUT register (g = 16). */
+    uint8_t nib_src[64];
+    uint16_t nib_sel[32];
+    for (int p = 0; p < 32; p++) {
+        int L = p >> 3, j = p & 7, row1 = j >= 4;
+        nib_src[2 * p] = nib_src[2 * p + 1] = (uint8_t)(16 * row1 + 4 * L + (j & 3));
+        nib_sel[p] = (uint16_t)(g == 32 ? 16 * row1 : 16 * (L >= 2) + 32 * row1);
+    }
+    const __m512i nib_perm = _mm512_loadu_si512(nib_src), nib_half = _mm512_loadu_si512(nib_sel);
+    const __m512 lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
+    const int bf16ins = a->bf16ins;
+    const __mmask32 knz = _mm512_test_epi16_mask(lut16, _mm512_set1_epi16(0x7F80));  /* nonzero exponents */
+    int safe_lo = 1, safe_hi = 0;
+    /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
+    if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
+
+    for (int64_t t = 0; t < a->ntiles; t++) {
+        const uint8_t *vals = a->values + a->val_off[t];
+        const int64_t vlen = a->val_off[t + 1] - a->val_off[t];
+        const uint8_t *mask = sparse ? a->masks + 64 * t : NULL;
+        const uint8_t *sc = fmt ? a->scales + a->block_of_tile[t] * scale_len : NULL;
+        if (check_stream(cfg, vals, vlen, mask) < 0) return t + 1;
+        uint16_t *o = tile_out(a->out, t, a->tile_cols, a->row_stride);
+        int fast_e8m0 = 0, slow = 0;
+        float sf[32];
+        __m512i k7all = _mm512_setzero_si512();  /* E8M0: (x - 127) << 7 of every scale x of the tile */
+        /* Scale indices of a row pair's scaled LUT: the first scale in words 0-15, the next in 16-31. */
+        __m512i sidx = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(1));
+        if (fmt == SCALE_E8M0) {
+            __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
+            __m256i x = _mm256_maskz_loadu_epi8(all, sc);
+            __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
+                                   | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
+            fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
+            k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
+            a->stats->slow_tiles += !fast_e8m0;
+        } else if (fmt != SCALE_NONE) {
+            for (int h = 0; h < nscales; h += 16)
+                _mm512_storeu_ps(sf + h, fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h));
+        }
+        int64_t bp = 0;
+        expander ex;
+        if (sparse && q <= 8) ex = expander_of_tile(mask);
+        for (int r = 0; r < 16; r += 2) {
+            __mmask32 m0 = 0xFFFFFFFFu, m1 = 0xFFFFFFFFu;
+            __m512i w0, w1;
+            if (sparse) { memcpy(&m0, mask + 4 * r, 4); memcpy(&m1, mask + 4 * r + 4, 4); }
+            if (q == 4 && !sparse) {
+                __m512i bytes = _mm512_permutexvar_epi8(nib_perm, _mm512_castsi256_si512(
+                    _mm256_loadu_si256((const __m256i *)(vals + (bp >> 3)))));
+                bp += 256;
+                __m512i lo = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), _mm512_set1_epi16(0x0F));
+                if (check_codes && (_mm512_cmpge_epu16_mask(lo, _mm512_set1_epi16((short)cfg->lut_size))
+                                    | _mm512_cmpge_epu16_mask(hi, _mm512_set1_epi16((short)cfg->lut_size)))) return t + 1;
+                lo = _mm512_or_si512(lo, nib_half);
+                hi = _mm512_or_si512(hi, nib_half);
+                __m512i even, odd;
+                if (fmt == SCALE_NONE || g == 32) {
+                    __m512i lut = fmt == SCALE_NONE ? lut16
+                                : lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, r, fast_e8m0, bf16ins, &slow);
+                    even = _mm512_permutexvar_epi16(lo, lut);
+                    odd = _mm512_permutexvar_epi16(hi, lut);
+                } else {
+                    __m512i lut0 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r, fast_e8m0, bf16ins, &slow);
+                    sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                    __m512i lut1 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r + 2, fast_e8m0, bf16ins, &slow);
+                    even = _mm512_permutex2var_epi16(lut0, lo, lut1);
+                    odd = _mm512_permutex2var_epi16(lut0, hi, lut1);
+                }
+                sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                _mm512_storeu_si512(o + r * a->row_stride, _mm512_unpacklo_epi16(even, odd));
+                _mm512_storeu_si512(o + (r + 1) * a->row_stride, _mm512_unpackhi_epi16(even, odd));
+                continue;
+            }
+            if (q == 16) {
+                w0 = row_bf16(vals, &bp, m0, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+                w1 = row_bf16(vals, &bp, m1, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+            } else {
+                __mmask64 m = (__mmask64)m0 | (__mmask64)m1 << 32;
+                __m512i c = pair_codes(vals, vlen, &bp, m, q, sparse, &ex);
+                if (check_codes && _mm512_mask_cmpge_epu8_mask(m, c, lut_size)) return t + 1;
+                if (q <= 4 && fmt != SCALE_NONE) {
+                    /* At most 16 LUT entries: scale the LUT (twice, into the two halves of a register)
+                     * rather than the elements, and look the codes up as words with vpermw. */
+                    __m512i i0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(c));
+                    __m512i i1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(c, 1));
+                    if (g == 32) {  /* one scale per row: row r in lanes 0-15, row r+1 in 16-31 */
+                        __m512i lut = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, r, fast_e8m0, bf16ins, &slow);
+                        w0 = _mm512_permutexvar_epi16(i0, lut);
+                        w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, _mm512_set1_epi16(16)), lut);
+                        sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                    } else {  /* two scales per row: columns 16-31 look up the upper half */
+                        __m512i hi = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(16));
+                        __m512i lut0 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r, fast_e8m0, bf16ins, &slow);
+                        sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                        __m512i lut1 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r + 2, fast_e8m0, bf16ins, &slow);
+                        sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
+                        w0 = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, hi), lut0);
+                        w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, hi), lut1);
+                    }
+                    store_row(o + r * a->row_stride, w0, m0, sparse);
+                    store_row(o + (r + 1) * a->row_stride, w1, m1, sparse);
+                    continue;
+                }
+                lookup(&L, q, c, &w0, &w1);
+            }
+            int s0 = g == 32 ? r : 2 * r, s1 = g == 32 ? r : 2 * r + 1;
+            store_row(o + r * a->row_stride, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m0, sparse);
+            s0 = g == 32 ? r + 1 : 2 * r + 2, s1 = g == 32 ? r + 1 : 2 * r + 3;
+            store_row(o + (r + 1) * a->row_stride, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m1, sparse);
+        }
+        a->stats->slow_tiles += slow;
+    }
+    return 0;
+}
+
+#define FMT_CASES(Q, SP) \
+    switch (fmt) { \
+    case SCALE_NONE: return decode_tiles(a, Q, SP, SCALE_NONE); \
+    case SCALE_BF16: return decode_tiles(a, Q, SP, SCALE_BF16); \
+    case SCALE_E8M0: return decode_tiles(a, Q, SP, SCALE_E8M0); \
+    default: return decode_tiles(a, Q, SP, SCALE_E4M3); \
+    }
+#define Q_CASE(Q) case Q: if (sparse) { FMT_CASES(Q, 1) } else { FMT_CASES(Q, 0) }
+
+AVX512 static int64_t decode_avx512(const decode_args *a) {
+    const int sparse = a->cfg->sparse, fmt = a->cfg->scale_fmt;
+    switch (a->cfg->q_bits) {
+    Q_CASE(1) Q_CASE(2) Q_CASE(3) Q_CASE(4) Q_CASE(5) Q_CASE(6) Q_CASE(7) Q_CASE(8)
+    default: if (sparse) { FMT_CASES(16, 1) } else { FMT_CASES(16, 0) }
+    }
+}
+
+AVX512 static uint64_t stream_read_avx512(const uint8_t *buf, int64_t n) {
+    __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (int64_t i = 0; i + 256 <= n; i += 256) {
+        acc0 = _mm512_xor_si512(acc0, _mm512_loadu_si512(buf + i));
+        acc1 = _mm512_xor_si512(acc1, _mm512_loadu_si512(buf + i + 64));
+        acc2 = _mm512_xor_si512(acc2, _mm512_loadu_si512(buf + i + 128));
+        acc3 = _mm512_xor_si512(acc3, _mm512_loadu_si512(buf + i + 192));
+    }
+    return (uint64_t)_mm512_reduce_or_epi64(_mm512_xor_si512(_mm512_xor_si512(acc0, acc1), _mm512_xor_si512(acc2, acc3)));
+}
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Entry points (ctypes)
+ * ------------------------------------------------------------------------------------------- */
+
+/* 1 when this CPU runs the AVX-512 path. */
+int deca_have_avx512(void) {
+#if DECA_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
+           __builtin_cpu_supports("avx512bitalg");
+#else
+    return 0;
+#endif
+}
+
+/* Decode ntiles tiles. Tile t's values are values[val_off[t]:val_off[t+1]], its mask
+ * masks[64t:64t+64] (sparse), its scales block block_of_tile[t] of ``scales``. Row r of tile t
+ * goes to out + (t / tile_cols) * 16 * row_stride + (t % tile_cols) * 32 + r * row_stride
+ * (tile_cols = 0: every tile to ``out``). Returns 0, or t + 1 for the first malformed tile t, or
+ * -1 when the AVX-512 path is asked for on a CPU without it. */
+int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                    const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                    uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
+    if (path == PATH_AVX512 || path == PATH_AVX512_NO_BF16) {
+#if DECA_X86
+        static int tables_ready;
+        if (!deca_have_avx512()) return -1;
+        if (!tables_ready) { init_unpack_tables(); tables_ready = 1; }
+        int bf16ins = path == PATH_AVX512 && __builtin_cpu_supports("avx512bf16");
+        decode_args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats,
+                         bf16ins};
+        return decode_avx512(&a);
+#else
+        return -1;
+#endif
+    }
+    return decode_scalar(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride);
+}
+
+/* Time stamp counter (0 where there is none). */
+uint64_t deca_tsc(void) {
+#if DECA_X86
+    return __rdtsc();
+#else
+    return 0;
+#endif
+}
+
+/* ``deca_decode`` timed with the TSC: ticks of the whole call in *ticks. */
+int64_t deca_decode_timed(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                          const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                          uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats, uint64_t *ticks) {
+    uint64_t t0 = deca_tsc();
+    int64_t rc = deca_decode(cfg, path, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols,
+                             row_stride, stats);
+    *ticks = deca_tsc() - t0;
+    return rc;
+}
+
+/* TSC ticks of n dependent integer adds: one add per core cycle, so n / ticks is the core clock
+ * in TSC ticks. */
+uint64_t deca_add_chain(int64_t n) {
+    uint64_t t0 = deca_tsc(), x = 0;
+    for (int64_t i = 0; i < n; i += 8) {
+#if DECA_X86
+        __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                         "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+#else
+        __asm__ volatile("" : "+r"(x));
+        x += 8;
+#endif
+    }
+    return deca_tsc() - t0 + (x == 1);  /* x keeps the chain alive */
+}
+
+/* TSC ticks to read n bytes (a multiple of 256) once, with the widest loads of ``path``. */
+uint64_t deca_stream_read(const uint8_t *buf, int64_t n, int path, uint64_t *sink) {
+    uint64_t t0 = deca_tsc(), acc = 0;
+#if DECA_X86
+    if (path == PATH_AVX512 && deca_have_avx512()) acc = stream_read_avx512(buf, n);
+    else
+#endif
+    for (int64_t i = 0; i < n; i += 8) { uint64_t w; memcpy(&w, buf + i, 8); acc ^= w; }
+    uint64_t dt = deca_tsc() - t0;
+    *sink = acc;
+    return dt;
+}
