@@ -29,13 +29,11 @@ import numpy as np
 from deca.golden import compress
 from deca.golden.format import TILE_BYTES
 from deca.golden.schemes import get_scheme
+from deca.sim.model.measured import DEFAULT_OUT, FORMAT, PLATFORM_FILE
 
 from .build import compiler, library_path
 from .decode import Stats, TileSet, avx512_supported, choose_path, lib
 
-FORMAT = "deca-baseline-platform/1"
-DEFAULT_OUT = Path("out/baseline")
-PLATFORM_FILE = "platform.json"
 
 #: The workloads of issue 19's table with the L2 and DRAM core cycles per tile measured there on an
 #: AVX-512 Xeon (the target: within 1.25x of the L2 numbers).
@@ -288,23 +286,3 @@ def write(doc, out):
     path = out / PLATFORM_FILE
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
-
-
-def load_platform(path):
-    """A platform file written by ``deca baseline``; ValueError naming the problem otherwise."""
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"no software-baseline platform file {path}: run 'deca baseline' first") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not a deca baseline platform file ({e})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a deca baseline platform file (format {FORMAT!r} expected)")
-    try:
-        for w in doc["workloads"]:
-            float(w["l2_cycles_per_tile"]["median"]), str(w["scheme"]), float(w["density"]), bool(w["sparse"])
-        float(doc["core_ghz"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{path}: malformed baseline platform file ({e!r} missing or wrong)") from None
-    return doc

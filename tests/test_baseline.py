@@ -345,7 +345,7 @@ def platform_doc(points):
 def test_measured_engine_interpolates_in_density(tmp_path):
     import json
 
-    from deca.baseline.engine import measured_engine
+    from deca.sim.model.measured import measured_engine
     from deca.sim.model.kernels import kernel
 
     path = tmp_path / "platform.json"
@@ -366,7 +366,7 @@ def test_measured_engine_interpolates_in_density(tmp_path):
     ('{"format": "deca-baseline-platform/1", "workloads": [{}]}', "malformed baseline platform file"),
 ])
 def test_bad_platform_files(tmp_path, content, message):
-    from deca.baseline.measure import load_platform
+    from deca.sim.model.measured import load_platform
 
     path = tmp_path / "platform.json"
     if content is not None:
@@ -413,7 +413,7 @@ def test_model_with_a_partial_platform_file(tmp_path, capsys):
 
 
 def test_deca_baseline_writes_a_platform_file_the_model_reads(tmp_path, monkeypatch, capsys):
-    from deca.baseline.engine import measured_engine
+    from deca.sim.model.measured import measured_engine
     from deca.cli import main
     from deca.sim.model.kernels import kernel
 

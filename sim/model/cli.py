@@ -112,7 +112,7 @@ def _software(args):
 
 def _measured(args):
     """The software engine measured on this machine (deca.baseline), or None (said once)."""
-    from deca.baseline.engine import default_engine, measured_engine
+    from .measured import default_engine, measured_engine
 
     engine = None if args.baseline == "none" else measured_engine(args.baseline) if args.baseline else default_engine()
     if engine is None and args.baseline != "none":

@@ -1,4 +1,5 @@
-"""The software engine as measured on this machine, for the Roof-Surface model.
+"""The software engine as measured on this machine (``deca baseline``, ``deca.baseline``), for the
+Roof-Surface model: the platform file's format and reader live here, its writer in ``deca.baseline``.
 
 ``deca baseline`` writes core cycles per tile of each (scheme, density) to its platform file. The
 model's software engine needs VO_tile in core cycles of one core for any kernel: the measured L2
@@ -7,15 +8,18 @@ kernel's scheme class, linearly interpolated in density between measured densiti
 constant beyond them. Dense BF16 needs no decompression (0 cycles), as in the paper-derived engine.
 """
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from deca.sim.model.engines import scheme_class
+from .engines import scheme_class
 
-from .measure import DEFAULT_OUT, PLATFORM_FILE, load_platform
-
+#: Where ``deca baseline`` writes its platform file, and the file's format tag.
+DEFAULT_OUT = Path("out/baseline")
+PLATFORM_FILE = "platform.json"
+FORMAT = "deca-baseline-platform/1"
 DEFAULT_PLATFORM_FILE = DEFAULT_OUT / PLATFORM_FILE
 
 
@@ -60,3 +64,23 @@ def measured_engine(path):
 def default_engine():
     """The engine of ``out/baseline/platform.json`` when ``deca baseline`` has written it, else None."""
     return measured_engine(DEFAULT_PLATFORM_FILE) if Path(DEFAULT_PLATFORM_FILE).is_file() else None
+
+
+def load_platform(path):
+    """A platform file written by ``deca baseline``; ValueError naming the problem otherwise."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"no software-baseline platform file {path}: run 'deca baseline' first") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a deca baseline platform file ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a deca baseline platform file (format {FORMAT!r} expected)")
+    try:
+        for w in doc["workloads"]:
+            float(w["l2_cycles_per_tile"]["median"]), str(w["scheme"]), float(w["density"]), bool(w["sparse"])
+        float(doc["core_ghz"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: malformed baseline platform file ({e!r} missing or wrong)") from None
+    return doc
