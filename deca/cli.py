@@ -148,6 +148,8 @@ def build_parser():
     g.add_argument("--sqq-bytes", type=int, default=2048, help="PE: SQQ bytes per loader (default 2048)")
     g.add_argument("--addr-bits", type=int, default=48, help="PE: address bits (default 48)")
     g.add_argument("--id-bits", type=int, default=8, help="PE: TEPL request id bits (default 8)")
+    g.add_argument("--loaders", type=int, default=2, help="PE: loaders (TEPL ports), each with a TOut buffer: 2 (the "
+                   "paper's, default), 3 or 4")
     g.add_argument("-o", "--out", type=Path, default=Path("build"), help="output folder (default build/)")
     g.add_argument("--check", action="store_true",
                    help="also lint with verilator -Wall (documented waivers) and compile with Icarus")
@@ -160,7 +162,7 @@ def cmd_generate(args):
     from deca.toolchain import icarus_compile, verilator_lint
 
     path = generate(args.W, args.L, args.out, design=args.design, tags=args.tags, sqq_bytes=args.sqq_bytes,
-                    addr_bits=args.addr_bits, id_bits=args.id_bits)
+                    addr_bits=args.addr_bits, id_bits=args.id_bits, loaders=args.loaders)
     tables = sorted(p.name for p in path.parent.glob(f"{path.stem}.*.md"))
     print(f"wrote {path} (top module {path.stem}) and {', '.join(tables)}")
     if args.check:

@@ -6,7 +6,6 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import ConfigSignature, ErrorReason
-from .params import LOADERS
 from .registers import ADDR_BITS, COUNTERS, DATA_BITS
 
 
@@ -28,12 +27,13 @@ COUNTER_INDEX = {name: i for i, (name, _) in enumerate(COUNTERS)}
 class Control(wiring.Component):
     def __init__(self, regs):
         self.regs = regs
+        loaders = next(f.width for r in regs if r.name == "STATUS" for f in r.fields if f.name == "LOADERS")
         super().__init__({
             "bus": In(RegisterBusSignature()),
             "cfg": Out(ConfigSignature()),
             "degree": Out(4),
             "events": In(len(COUNTERS)),  # one bit per counter, in COUNTERS order: count this cycle
-            "status": In(1 + LOADERS),  # STATUS fields: BUSY, then one bit per loader
+            "status": In(1 + loaders),  # STATUS fields: BUSY, then one bit per loader
             "error": In(data.StructLayout({"en": 1, "reason": ErrorReason, "id": 16})),
         })
 

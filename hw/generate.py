@@ -13,13 +13,15 @@ from amaranth.lib import data, enum, wiring
 
 from deca.golden import format as golden_format
 
+from .params import LOADERS
 from .pe import PE
 from .registers import register_table
 from .units import UNITS, build_unit
 
 
-def top_name(design, W, L):
-    return f"deca_{design}_w{W}_l{L}"
+def top_name(design, W, L, loaders=LOADERS):
+    """The top module (and file) name; a loader count other than the paper's 2 is part of it."""
+    return f"deca_{design}_w{W}_l{L}" + (f"_ld{loaders}" if loaders != LOADERS else "")
 
 
 def signal_ports(signature, interface):
@@ -58,7 +60,7 @@ def generate(W, L, out_dir, design="pe", **params):
     ``out_dir``; return the Verilog path. ``design``: the PE or one of its units (``deca.hw.units``);
     ``params``: the PE's tags, sqq_bytes, addr_bits, id_bits, which a unit takes as inside the PE."""
     component = build_unit(design, W, L, **params)
-    top = top_name(design, W, L)
+    top = top_name(design, W, L, params.get("loaders", LOADERS))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{top}.v"
@@ -83,7 +85,7 @@ def generate_cached(W, L, cache_dir, design="pe", **params):
     """``generate`` into ``<cache_dir>/<hash>/``, or the Verilog found there from an earlier call
     with the same sources and parameters (generating the largest designs takes a minute)."""
     folder = Path(cache_dir) / _sources_digest(design, W, L, params)
-    path = folder / f"{top_name(design, W, L)}.v"
+    path = folder / f"{top_name(design, W, L, params.get('loaders', LOADERS))}.v"
     if not path.is_file():
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))

@@ -9,8 +9,9 @@ from deca.golden.format import Q_BITS, TILE_ELEMS
 
 W_CHOICES = (8, 16, 32, 64)
 
-#: Loaders of the PE, each with its TOut buffer (the paper's two).
+#: Loaders of the PE, each with its TOut buffer: the paper's two by default, up to four.
 LOADERS = 2
+LOADER_CHOICES = (2, 3, 4)
 
 #: Values per cycle per big LUT for each code width (paper, section 6.2). A big LUT is four
 #: 64-entry sub-LUTs: Q = 8 needs all four for one 256-entry table, Q = 7 a pair per 128-entry

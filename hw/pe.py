@@ -6,7 +6,7 @@
          mem_req / mem_resp ◄──► both loaders          pf_req ◄── Prefetcher
          cfg ◄──► Control (registers, counters)        squash ──► every in-flight TEPL
 
-There are ``LOADERS`` loaders (``deca.hw.params``), each with its TOut buffer. Every accepted
+There are ``loaders`` loaders (2 to 4; the paper's 2 by default), each with its TOut buffer. Every accepted
 request gets one entry in each order FIFO: the pipeline's three input selectors
 and the completion logic follow request order through them. A squash resets the loaders' state,
 the order FIFOs, the pipeline and the TOut flags in one cycle; the tag tables keep their entries
@@ -21,15 +21,18 @@ from .control import COUNTER_INDEX, Control, RegisterBusSignature
 from .layouts import (MODE_MEMBERS, ScaleFormat, mem_request_layout, mem_response_layout, prefetch_layout,
                       scale_beat_layout, tepl_request_layout, tepl_response_layout, value_beat_layout, vop_layout)
 from .loader import Loader, LoaderState, framed
-from .params import LOADERS, ParameterError, check_params
+from .params import LOADER_CHOICES, LOADERS, ParameterError, check_params
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
 from .tout import TOut
 
 
-def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8):
+def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
     check_params(W, L)
+    if isinstance(loaders, bool) or loaders not in LOADER_CHOICES:
+        raise ParameterError(f"loaders must be one of {', '.join(map(str, LOADER_CHOICES))} (TEPL ports, each with a "
+                             f"loader and a TOut buffer), got {loaders!r}")
     if not isinstance(tags, int) or tags < 2 or tags > 256 or tags & (tags - 1):
         raise ParameterError(f"tags must be a power of two in 2..256 (tag-table entries per loader), got {tags!r}")
     if not isinstance(sqq_bytes, int) or sqq_bytes < 256 or sqq_bytes & (sqq_bytes - 1):
@@ -63,10 +66,10 @@ class TileMux(wiring.Component):
     """Forwards the framed stream of the loader at the head of ``order`` until its ``last`` beat,
     then pops ``order``; a ``skip`` beat is consumed without being forwarded."""
 
-    def __init__(self, layout):
+    def __init__(self, layout, loaders):
         super().__init__({
-            "ins": In(stream.Signature(framed(layout))).array(LOADERS),
-            "order": In(stream.Signature(range(LOADERS))),
+            "ins": In(stream.Signature(framed(layout))).array(loaders),
+            "order": In(stream.Signature(range(loaders))),
             "out": Out(stream.Signature(layout)),
         })
 
@@ -90,12 +93,12 @@ class PE(wiring.Component):
         check_pe_params(W, L, **params)  # before the component exists: nothing unused to warn about
         return super().__new__(cls)
 
-    def __init__(self, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8):
-        self.W, self.L = W, L
+    def __init__(self, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
+        self.W, self.L, self.loaders = W, L, loaders
         self.tags, self.sqq_bytes, self.addr_bits, self.id_bits = tags, sqq_bytes, addr_bits, id_bits
         self.registers = registers(W=W, L=L, tag_bits=(tags - 1).bit_length(), sqq_log2=sqq_bytes.bit_length() - 1,
-                                   id_bits=id_bits)
-        super().__init__(pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits))
+                                   id_bits=id_bits, loaders=loaders)
+        super().__init__(pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders))
 
     def elaborate(self, platform):
         m = Module()
@@ -103,8 +106,8 @@ class PE(wiring.Component):
         m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
         loaders = [Loader(self.W, self.L, tags=self.tags, sqq_bytes=self.sqq_bytes, addr_bits=self.addr_bits,
-                          id_bits=self.id_bits) for _ in range(LOADERS)]
-        pipeline, tout = Pipeline(self.W, self.L), TOut(self.W, self.id_bits, LOADERS)
+                          id_bits=self.id_bits) for _ in range(self.loaders)]
+        pipeline, tout = Pipeline(self.W, self.L), TOut(self.W, self.id_bits, self.loaders)
         m.submodules.pipeline = ResetInserter(squash)(pipeline)
         m.submodules.tout = ResetInserter(squash)(tout)
         wiring.connect(m, regs.cfg, pipeline.cfg)
@@ -113,7 +116,7 @@ class PE(wiring.Component):
             m.d.comb += [getattr(loader.mode, name).eq(getattr(regs.cfg, name)) for name in MODE_MEMBERS]
 
         def order_fifo(name):
-            q = fifo.SyncFIFO(width=(LOADERS - 1).bit_length(), depth=LOADERS)  # one entry per loader at most
+            q = fifo.SyncFIFO(width=(self.loaders - 1).bit_length(), depth=self.loaders)  # one entry per loader at most
             m.submodules[name] = ResetInserter(squash)(q)
             return q
 
@@ -134,8 +137,8 @@ class PE(wiring.Component):
             m.d.comb += [loader.squash.eq(self.squash), loader.grant.eq(~Cat(idle_and_asked).any())]
             idle_and_asked.append(self.tepl_req[i].valid & (loader.state == LoaderState.IDLE))
         accepted = Cat(ld.req.valid & ld.req.ready for ld in loaders)
-        which = Signal(range(LOADERS))
-        for i in range(LOADERS):
+        which = Signal(range(self.loaders))
+        for i in range(self.loaders):
             with m.If(accepted[i]):
                 m.d.comb += which.eq(i)
         scaling = regs.cfg.scale_format != ScaleFormat.NONE
@@ -157,7 +160,7 @@ class PE(wiring.Component):
         for name, layout, order in (("vops", vop_layout(W), orders["vop"]),
                                     ("values", value_beat_layout(W, L), orders["value"]),
                                     ("scales", scale_beat_layout(), orders["scale"])):
-            m.submodules[f"{name}_mux"] = mux = TileMux(layout)
+            m.submodules[f"{name}_mux"] = mux = TileMux(layout, self.loaders)
             wiring.connect(m, order.r_stream, mux.order)
             for i, loader in enumerate(loaders):
                 wiring.connect(m, getattr(loader, name), mux.ins[i])
@@ -189,17 +192,18 @@ class PE(wiring.Component):
     def _memory(self, m, loaders, resp_order):
         """Line reads: the loader of the oldest request first, then the next ones in port order
         (wrapping around); the tag's top bits name the loader, whose responses they route back."""
-        first = Signal(range(LOADERS))
+        n = self.loaders
+        first = Signal(range(n))
         m.d.comb += first.eq(Mux(resp_order.r_rdy, resp_order.r_data, 0))
-        pick = Signal(range(LOADERS))
+        pick = Signal(range(n))
         with m.Switch(first):
-            for f in range(LOADERS):
+            for f in range(n):
                 with m.Case(f):
                     # Without any request the pick is the loader after ``first``; nothing is valid then.
-                    m.d.comb += pick.eq((f + 1) % LOADERS)
-                    for k in reversed(range(LOADERS)):
-                        with m.If(loaders[(f + k) % LOADERS].line_req.valid):
-                            m.d.comb += pick.eq((f + k) % LOADERS)
+                    m.d.comb += pick.eq((f + 1) % n)
+                    for k in reversed(range(n)):
+                        with m.If(loaders[(f + k) % n].line_req.valid):
+                            m.d.comb += pick.eq((f + k) % n)
         chosen = Array(ld.line_req for ld in loaders)[pick]
         m.d.comb += [
             self.mem_req.valid.eq(chosen.valid & ~self.squash),

@@ -60,6 +60,7 @@ def registers(W=0, L=0, tag_bits=0, sqq_log2=0, id_bits=0, loaders=LOADERS):
             Field("TAG_BITS", 16, 4, "log2 of the tag-table entries per loader", tag_bits),
             Field("SQQ_LOG2", 20, 4, "log2 of the SQQ bytes per loader", sqq_log2),
             Field("ID_BITS", 24, 5, "bits of a TEPL request id", id_bits),
+            Field("LOADERS", 29, 3, "loaders, each with its TOut buffer", loaders),
         )),
         Register("CONFIG", 0x01, "RW", "the kernel's compression scheme (golden TileConfig)", (
             Field("Q", 0, 5, "code width: 1..8, or 16 for raw BF16", 8),

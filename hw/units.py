@@ -26,7 +26,7 @@ from .tout import TOut
 @dataclass(frozen=True)
 class Unit:
     what: str
-    build: Callable  # (W, L, tags, sqq_bytes, addr_bits, id_bits) -> the component
+    build: Callable  # (W, L, tags, sqq_bytes, addr_bits, id_bits, loaders) -> the component
 
 
 def _sqq(W, L, sqq_bytes, **_):
@@ -43,7 +43,7 @@ UNITS = {
     "pipeline": Unit("dequantization, expansion and scaling, shared by the loaders",
                      lambda W, L, **_: Pipeline(W, L)),
     "loader": Unit("one loader: request checks, tag table, queues, window unit",
-                   lambda W, L, **p: Loader(W, L, **p)),
+                   lambda W, L, loaders, **p: Loader(W, L, **p)),
     "sqq": Unit("the SQQ: a LineQueue of the value stream",
                 _sqq),
     "mask_queue": Unit("the bitmask queue: a one-row LineQueue",
@@ -61,13 +61,14 @@ UNITS = {
     "bf16_scaler": Unit("one exact BF16 multiplier of the scaling stage",
                         lambda W, L, **_: BF16Scaler()),
     "tout": Unit("the TOut buffers and the completion port",
-                 lambda W, L, id_bits, **_: TOut(W, id_bits, LOADERS)),
+                 lambda W, L, id_bits, loaders, **_: TOut(W, id_bits, loaders)),
 }
 
 
-def build_unit(name, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8):
+def build_unit(name, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
     """The component of unit ``name`` for the design (W, L, ...), whose parameters are checked first."""
     if name not in UNITS:
         raise ValueError(f"unknown design {name!r}; choose from {', '.join(UNITS)}")
-    check_pe_params(W, L, tags, sqq_bytes, addr_bits, id_bits)
-    return UNITS[name].build(W, L, tags=tags, sqq_bytes=sqq_bytes, addr_bits=addr_bits, id_bits=id_bits)
+    params = dict(tags=tags, sqq_bytes=sqq_bytes, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders)
+    check_pe_params(W, L, **params)
+    return UNITS[name].build(W, L, **params)

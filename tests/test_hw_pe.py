@@ -20,11 +20,16 @@ CASES = [
     ("bad_config", 8, 4, {}),
     ("squash_recovery", 8, 4, FEW),
     ("squash_recovery", 32, 8, FEW),
+    # More loaders: more requests in flight, the line arbiter and the order FIFOs over 3 and 4.
+    ("reset_state", 8, 4, {"loaders": 3}),
+    ("workloads_bit_exact", 8, 4, {**FEW, "loaders": 3}),
+    ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 4}),
+    ("squash_recovery", 8, 4, {**FEW, "loaders": 4}),
 ]
 
 
 def simulate(W, L, procedure, seed, **params):
-    dut = PE(W, L)
+    dut = PE(W, L, **{k: params[k] for k in ("loaders",) if k in params})
     messages = []
 
     async def bench(ctx):
@@ -38,7 +43,8 @@ def simulate(W, L, procedure, seed, **params):
     return messages
 
 
-@pytest.mark.parametrize("procedure,W,L,params", CASES, ids=[f"{p}-W{W}L{L}" for p, W, L, _ in CASES])
+@pytest.mark.parametrize("procedure,W,L,params", CASES,
+                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "") for p, W, L, q in CASES])
 def test_pe_regression(procedure, W, L, params, seed):
     print(f"seed {seed}")
     messages = simulate(W, L, procedure, seed, **params)
@@ -53,6 +59,8 @@ def test_pe_regression(procedure, W, L, params, seed):
     ({"addr_bits": 80}, "addr_bits must be in 16..64"),
     ({"id_bits": 0}, "id_bits must be in 1..16"),
     ({"W": 24}, "W must be one of"),
+    ({"loaders": 1}, "loaders must be one of 2, 3, 4"),
+    ({"loaders": 5}, "loaders must be one of 2, 3, 4"),
 ])
 def test_impossible_pe_parameters_are_refused(params, message):
     with pytest.raises(ParameterError, match=message):

@@ -101,6 +101,7 @@ def test_generate_command(tmp_path, capsys):
     (["--W", "24"], "W must be one of 8, 16, 32, 64"),
     (["--W", "8", "--L", "16"], "exceeds W = 8"),
     (["--L", "3"], "L must be a power of two"),
+    (["--loaders", "5"], "loaders must be one of 2, 3, 4"),
 ])
 def test_generate_refuses_impossible_parameters(args, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:

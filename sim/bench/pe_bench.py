@@ -1,7 +1,7 @@
 """The PE regression, written once against the ``Bus`` of ``deca.sim.bench.bus``: ``deca.sim.bench.pe_tb`` runs
 it under cocotb (Icarus, Verilator), tests/test_hw_pe.py on the Amaranth simulator.
 
-Parameters (``DEFAULTS``): the design (W, L, tags, addr_bits, id_bits), the seed, the workloads
+Parameters (``DEFAULTS``): the design (W, L, tags, addr_bits, id_bits, loaders), the seed, the workloads
 (``deca.sim.bench.stimulus.workloads`` arguments), and how rough the core and the memory are
 (``CoreModel`` and ``MemoryModel`` keyword arguments). Every run of the Harness is followed by a
 read of the performance counters, checked against what the models observed.
@@ -27,7 +27,7 @@ from .scoreboard import Scoreboard
 from .stimulus import DEFAULT_BASE, malformed_requests, tile_batch, workloads
 
 DEFAULTS = {
-    "W": 8, "L": 4, "tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8, "seed": 0,
+    "W": 8, "L": 4, "tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8, "loaders": 2, "seed": 0,
     "schemes": None, "densities": [1, 0.5, 0.2, 0.05, 0], "shape": [32, 64], "codebook_sizes": [5, 100, 200],
     "extra_densities": {"bf16": [0.97]},
     "aligns": [1, 64, 2, 16],  # memory_image alignment, one workload after another
@@ -47,7 +47,7 @@ class Bench:
     def __init__(self, bus, params, log):
         self.bus, self.p, self.log = bus, {**DEFAULTS, **params}, log
         self.W, self.L = self.p["W"], self.p["L"]
-        self.ports = PePorts(self.p["addr_bits"], self.p["id_bits"], self.p["tags"])
+        self.ports = PePorts(self.p["addr_bits"], self.p["id_bits"], self.p["tags"], self.p["loaders"])
         self.rng = np.random.default_rng(self.p["seed"])
         log("PE W=%d L=%d, seed %d (parameters %s)", self.W, self.L, self.p["seed"], self.p)
 
@@ -104,7 +104,7 @@ async def reset_state(bench):
     p = bench.p
     word = await read_reg(bench.bus, "PARAMS")
     fields = {"W": p["W"], "L": p["L"], "ID_BITS": p["id_bits"], "TAG_BITS": (p["tags"] - 1).bit_length(),
-              "SQQ_LOG2": p["sqq_bytes"].bit_length() - 1}
+              "SQQ_LOG2": p["sqq_bytes"].bit_length() - 1, "LOADERS": p["loaders"]}
     got = {name: field_of("PARAMS", name, word) for name in fields}
     assert got == fields, f"PARAMS {word:#010x} reads {got}, expected {fields}"
 
