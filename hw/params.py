@@ -40,6 +40,13 @@ def check_params(W, L):
         raise ParameterError(f"L = {L} LUTs exceeds W = {W}: a vOp never dequantizes more than W values")
 
 
+def check_loaders(loaders):
+    """Raise ParameterError unless ``loaders`` is a loader count the PE can have."""
+    if isinstance(loaders, bool) or loaders not in LOADER_CHOICES:
+        raise ParameterError(f"loaders must be one of {', '.join(map(str, LOADER_CHOICES))} (TEPL ports, each with a "
+                             f"loader and a TOut buffer), got {loaders!r}")
+
+
 def dequant_lanes(q, L):
     """Lq: how many Q-bit codes the dequantization stage turns into BF16 per cycle."""
     if q not in LANES_PER_LUT:

@@ -21,7 +21,7 @@ from .control import COUNTER_INDEX, Control, RegisterBusSignature
 from .layouts import (MODE_MEMBERS, ScaleFormat, mem_request_layout, mem_response_layout, prefetch_layout,
                       scale_beat_layout, tepl_request_layout, tepl_response_layout, value_beat_layout, vop_layout)
 from .loader import Loader, LoaderState, framed
-from .params import LOADER_CHOICES, LOADERS, ParameterError, check_params
+from .params import LOADERS, ParameterError, check_loaders, check_params
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
@@ -30,9 +30,7 @@ from .tout import TOut
 
 def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
     check_params(W, L)
-    if isinstance(loaders, bool) or loaders not in LOADER_CHOICES:
-        raise ParameterError(f"loaders must be one of {', '.join(map(str, LOADER_CHOICES))} (TEPL ports, each with a "
-                             f"loader and a TOut buffer), got {loaders!r}")
+    check_loaders(loaders)
     if not isinstance(tags, int) or tags < 2 or tags > 256 or tags & (tags - 1):
         raise ParameterError(f"tags must be a power of two in 2..256 (tag-table entries per loader), got {tags!r}")
     if not isinstance(sqq_bytes, int) or sqq_bytes < 256 or sqq_bytes & (sqq_bytes - 1):

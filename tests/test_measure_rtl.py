@@ -28,7 +28,7 @@ TILES = 256
 
 def campaign(out, seed, tiles, sim="verilator", **system_kwargs):
     settings = {"system": system("spr-hbm", **system_kwargs).as_dict(), "tiles": tiles, "seed": seed,
-                "sim": sim, "code": code_digest()}
+                "sim": sim, "code": code_digest(), "loaders": 2}
     return Campaign(out, settings)
 
 
@@ -141,6 +141,7 @@ def test_deca_run_with_squashes_delivers_every_tile(tmp_path, capsys, seed):
     (["--platform", "nope"], "unknown platform 'nope'"),
     (["--bandwidth", "0"], "memory bandwidth must be positive"),
     (["--squash-prob", "1"], "squash probability must be a number in [0, 1)"),
+    (["--loaders", "5"], "loaders must be one of 2, 3, 4"),
 ])
 def test_deca_run_refuses_bad_input_before_building(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
@@ -165,3 +166,19 @@ def test_deca_sweep_skips_invalid_designs_resumes_and_refuses_other_settings(tmp
     with pytest.raises(SystemExit):
         main([*args[:-4], "--tiles", "9", "--out", str(out)])
     assert "holds points measured with other settings" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_more_loaders_lift_the_loader_bound_at_low_density(tmp_path, capsys, seed):
+    """At 5% density two loaders bound W = 32, L = 8 (each holds its TEPL ~60 cycles); a third one
+    delivers tiles faster, every tile still checked bit for bit."""
+    cycles = {}
+    for loaders in (2, 3):
+        out = tmp_path / f"ld{loaders}"
+        code, _ = run_cli(capsys, "--loaders", str(loaders), "--tiles", "64", "--modes", "tepl", "--out", str(out),
+                          "--seed", str(seed))
+        assert code == 0
+        rows = {r["workload"]: r for r in read_csv(out / "results.csv")}
+        assert {int(r["loaders"]) for r in rows.values()} == {loaders}
+        cycles[loaders] = float(rows["bf8@0.05"]["cycles_per_tile"])
+    assert cycles[3] < 0.9 * cycles[2], cycles

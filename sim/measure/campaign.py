@@ -68,13 +68,13 @@ def designs(Ws, Ls):
     return valid, skipped
 
 
-def _generate(W, L):
-    return str(generate_cached(W, L, VERILOG_CACHE, **DESIGN))
+def _generate(W, L, loaders):
+    return str(generate_cached(W, L, VERILOG_CACHE, **DESIGN, loaders=loaders))
 
 
 def _measure(sim, verilog, W, L, points, params, run_name):
     """Worker: run ``points`` of the (W, L) design in one simulator run."""
-    run(sim, [verilog], top_name("pe", W, L), "deca.sim.measure.tb", Path(params["out"]),
+    run(sim, [verilog], top_name("pe", W, L, params["loaders"]), "deca.sim.measure.tb", Path(params["out"]),
         params={**params, **DESIGN, "W": W, "L": L, "points": [p.as_dict() for p in points]},
         run_name=run_name, seed=params["seed"])
 
@@ -138,7 +138,8 @@ class Campaign:
             try:
                 log(f"generating Verilog of {len(by_design)} design{'s' * (len(by_design) > 1)} "
                     f"(cached in {VERILOG_CACHE})")
-                verilog = dict(zip(by_design, pool.map(_generate, *zip(*by_design))))
+                loaders = [params["loaders"]] * len(by_design)
+                verilog = dict(zip(by_design, pool.map(_generate, *zip(*by_design), loaders)))
                 # A design's points in as many runs as it takes to keep every job busy.
                 chunks = max(1, -(-jobs // len(by_design)))
                 tag = f"{zlib.crc32(str(self.out.resolve()).encode()):08x}"

@@ -12,6 +12,7 @@ from pathlib import Path
 from deca.args import number_list
 from deca.errors import UsageError
 from deca.golden import SCHEMES, load
+from deca.hw.params import LOADER_CHOICES, LOADERS, check_loaders
 from deca.sim.bench.cores import LINK_LATENCY, MODES, TEPL_QUEUE
 from deca.sim.bench.system import HIT_LATENCY, MISS_LATENCY, system
 from deca.sim.model.platform import PRESETS
@@ -61,9 +62,16 @@ def _add_system(p, modes):
     c = p.add_argument_group("campaign")
     c.add_argument("--modes", type=lambda t: t.split(","), default=list(modes), metavar="MODES",
                    help=f"comma-separated invocation modes among {', '.join(MODES)} (default {','.join(modes)})")
+    c.add_argument("--loaders", type=int, default=LOADERS, help=f"loaders of the PE, {LOADER_CHOICES[0]}.."
+                   f"{LOADER_CHOICES[-1]} (default {LOADERS}, the paper's)")
     c.add_argument("--jobs", type=int, default=2, help="simulator runs in parallel (default 2)")
     c.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default verilator)")
     c.add_argument("--seed", type=int, default=1, help="seed of the weights and latencies (default 1)")
+
+
+def _loaders(args):
+    """How a design names its loader count when it is not the paper's."""
+    return "" if args.loaders == LOADERS else f" with {args.loaders} loaders"
 
 
 def _campaign(args, tiles, replace, **extra):
@@ -77,8 +85,9 @@ def _campaign(args, tiles, replace, **extra):
             raise UsageError(f"unknown invocation mode {mode!r}; choose from {', '.join(MODES)}")
     if isinstance(tiles, bool) or tiles < 1:
         raise UsageError(f"--tiles must be a positive number of tiles, got {tiles}")
+    check_loaders(args.loaders)
     settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest(),
-                **extra}
+                "loaders": args.loaders, **extra}
     return Campaign(args.out, settings, replace=replace)
 
 
@@ -115,10 +124,10 @@ def cmd_run(args):
     if skipped:
         raise UsageError(skipped[0][2])
     campaign = _campaign(args, tiles, replace=True, **extra)
-    print(f"deca run: PE W={args.W} L={args.L} on {args.sim}, {len(workloads)} workloads x {len(args.modes)} modes, "
+    print(f"deca run: PE W={args.W} L={args.L}{_loaders(args)} on {args.sim}, {len(workloads)} workloads x {len(args.modes)} modes, "
           f"{tiles} tiles each, seed {args.seed} (reproduce with --seed {args.seed})")
     points = [Point(args.W, args.L, w, m) for w in workloads for m in args.modes]
-    _finish(campaign, points, args, f"DECA PE W={args.W}, L={args.L}: measured on {args.sim}", [TABLE4_NOTE])
+    _finish(campaign, points, args, f"DECA PE W={args.W}, L={args.L}{_loaders(args)}: measured on {args.sim}", [TABLE4_NOTE])
 
 
 def cmd_sweep(args):
@@ -139,9 +148,9 @@ def cmd_sweep(args):
     campaign = _campaign(args, args.tiles, replace=False)
     points = [Point(W, L, workload_name(s, d), m) for W, L in valid for s in args.schemes for d in args.densities
               for m in args.modes]
-    print(f"deca sweep: {len(valid)} designs x {len(args.schemes) * len(args.densities)} workloads x "
+    print(f"deca sweep: {len(valid)} designs{_loaders(args)} x {len(args.schemes) * len(args.densities)} workloads x "
           f"{len(args.modes)} modes = {len(points)} points, {args.tiles} tiles each, seed {args.seed}")
-    _finish(campaign, points, args, f"DECA PE sweep over W x L on {args.sim}")
+    _finish(campaign, points, args, f"DECA PE sweep over W x L{_loaders(args)} on {args.sim}")
 
 
 def add_measure_parsers(sub):

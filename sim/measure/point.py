@@ -114,7 +114,8 @@ def record(point, system, cm, tiles, seed, harness, counters):
     pred = predict(platform, kern, DecaEngine(W, L), n=system.batch)
     nbytes, lines = _stream_bytes(harness.core.requests)
     fields = {
-        "key": point.key, "W": W, "L": L, "workload": point.workload, "scheme": cm.scheme,
+        "key": point.key, "W": W, "L": L, "loaders": harness.ports.loaders, "workload": point.workload,
+        "scheme": cm.scheme,
         "density": float(cm.density), "mode": point.mode, "tiles": tiles, "seed": seed, "cycles": cycles,
         "cycles_per_tile": cycles / tiles, "vops": vops, "bubbles": bubbles, "bpv_measured": bubbles / vops,
         "bpv_analytic": analytic, "bpv_masks": bpv_monte_carlo(cm, W, L, tiles),

@@ -11,7 +11,7 @@ from deca.sim.model.paper import DSE_BEST
 
 #: A record's fields, in CSV column order.
 COLUMNS = (
-    "key", "W", "L", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
+    "key", "W", "L", "loaders", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
     "vops", "bubbles", "bpv_measured", "bpv_analytic", "bpv_masks", "starve_cycles", "backpressure_cycles",
     "busy_cycles", "squashes", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded",
     "lines_prefetched",

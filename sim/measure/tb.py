@@ -21,7 +21,7 @@ async def measure(dut):
     p = tb_params()
     bus = await start(dut)
     system = System(**p["system"])
-    design = {name: p[name] for name in ("W", "L", "tags", "sqq_bytes", "addr_bits", "id_bits")}
+    design = {name: p[name] for name in ("W", "L", "tags", "sqq_bytes", "addr_bits", "id_bits", "loaders")}
     bench = Bench(bus, {**design, "seed": p["seed"], "core": {}, "memory": system.memory_kwargs(),
                         "prefetch_degree": system.prefetch_degree}, dut._log.info)
     drive_idle(bus, bench.ports.inputs)
