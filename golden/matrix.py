@@ -326,16 +326,17 @@ def _decode(values, offsets, masks, block_scales, block_of_tile, cfg, tile_cols)
         raise FormatError(f"{_where(bad[0], n_tiles)}value stream padding bits are not zero")
 
     scaled = cfg.scale_format is not None
-    table, rows = cfg.lut[None, :], np.zeros((1, 1), np.int64)
+    table, rows = cfg.lut[None, :].copy(), np.zeros((1, 1), np.int64)
     if scaled and q <= 8:
         # Row i of the table: every LUT entry times the i-th distinct scale, each product computed once.
         distinct, inverse = np.unique(block_scales, return_inverse=True)
         rows = inverse.reshape(block_scales.shape)
         lut = bf16_to_f64_daz(cfg.lut[:cfg.lut_size])
-        table = product_to_bf16(scale_values(distinct, cfg.scale_format)[:, None], lut[None, :])
+        table = np.zeros((len(distinct), 1 << q), np.uint16)  # 2^Q columns: codes of unstored elements index it too
+        table[:, :cfg.lut_size] = product_to_bf16(scale_values(distinct, cfg.scale_format)[:, None], lut[None, :])
     out = np.empty((n_tiles // tile_cols * TILE_ROWS, tile_cols * TILE_COLS), np.uint16)
     t, e, code = _kernels.decode_tiles(
-        values, offsets, np.zeros((1, 1), np.uint8) if masks is None else masks, masks is not None, q, table,
+        np.concatenate([values, np.zeros(8, np.uint8)]), offsets, np.zeros((1, 1), np.uint8) if masks is None else masks, masks is not None, q, table,
         rows, block_of_tile if scaled else np.zeros(1, np.int64), cfg.scales_per_tile // TILE_ROWS,
         cfg.scale_group, cfg.lut_size, out, tile_cols)
     if t >= 0:
