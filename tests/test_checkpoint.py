@@ -300,7 +300,7 @@ def test_benchmark_smoke_run():
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[2:]]
     assert [r[0] for r in rows] == [s for s in checkpoint_schemes() for _ in (1, 0.5)]
-    assert all(float(r[3]) > 0 and float(r[5]) > 0 for r in rows)
+    assert all(float(r[3]) > 0 and float(r[6]) > 0 for r in rows)
 
 
 def checkpoint_schemes():
