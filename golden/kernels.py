@@ -124,22 +124,6 @@ def group_absmax(w, starts):
 
 
 @_jit
-def group_counts(mask, starts):
-    """Number of True elements of each row's column groups."""
-    mp, kp = mask.shape
-    ng = starts.size
-    out = np.zeros((mp, ng), np.int64)
-    for r in range(mp):
-        for gi in range(ng):
-            end = starts[gi + 1] if gi + 1 < ng else kp
-            n = 0
-            for c in range(starts[gi], end):
-                n += mask[r, c]
-            out[r, gi] = n
-    return out
-
-
-@_jit
 def encode_with_tables(w, divisor, group_of_col, scaled, exact_table, inner_table):
     """Codes of x = w / divisor[row, group] (float32; 0 where the divisor is 0; x = w unscaled).
 

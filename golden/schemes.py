@@ -295,7 +295,7 @@ def quantize(scheme, w, group_size, sparse, shape, kept=None, codebook=None):
         else:
             padded = np.zeros(w.shape, bool)
             padded[:shape[0], :shape[1]] = kept
-            count = _kernels.group_counts(padded, starts).astype(np.float64)
+            count = np.add.reduceat(padded, starts, axis=1, dtype=np.int64).astype(np.float64)
         total = per_group(np.add, np.abs(w).astype(np.float64))
         gscale = _bf16_scale(np.where(count > 0, total / np.maximum(count, 1), 0).astype(np.float32))
         codes = _encode(w, lambda x: x < 0, name)
