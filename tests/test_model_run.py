@@ -70,6 +70,7 @@ def test_layer_table_weights_layers_by_tiles_and_names_deviations(tmp_path, rng,
     # 32 and 6 tiles: the model-wide numbers weight the layers by them.
     assert total["tepl"] == pytest.approx((32 * 30 + 6 * 60) / 38)
     assert total["deviation"] == pytest.approx(32 * 0.5 / 38)
+    assert rows[1]["ratio"] == 1.0 and rows[0]["ratio"] == pytest.approx(1 + 0.5 / random["a.weight"])
 
 
 def test_bad_requests_exit_2(tmp_path, rng, capsys):
