@@ -116,6 +116,7 @@ def layer_statistics(w, cm):
     }
 
 
+#: Checkpoints a worker process has opened (its headers parsed), reused for its next layers.
 _OPEN = {}
 
 

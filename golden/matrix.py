@@ -11,7 +11,7 @@ from . import kernels as _kernels
 from . import schemes as _schemes
 from .format import (
     MASK_BYTES, SCALE_BYTES, TILE_COLS, TILE_ELEMS, TILE_ROWS, FormatError, TileConfig,
-    mask_bits, mask_bytes, pack_codes, read_codes, scale_index, tile_grid, value_stream_len,
+    mask_bits, scale_index, tile_grid, value_stream_len,
 )
 from .numerics import bf16_to_f64_daz, product_to_bf16, scale_values
 
@@ -197,14 +197,8 @@ def prune_mask(w, density):
     return _kernels.prune_mask(w.reshape(-1), round(density * w.size)).reshape(w.shape)
 
 
-def to_tiles(a, shape_p):
-    """(Mp, Kp) -> (tiles, 512) in tile order, element order e = 32r + c."""
-    mp, kp = shape_p
-    tm, tk = mp // TILE_ROWS, kp // TILE_COLS
-    return a.reshape(tm, TILE_ROWS, tk, TILE_COLS).transpose(0, 2, 1, 3).reshape(tm * tk, TILE_ELEMS)
-
-
 def from_tiles(t, shape_p):
+    """(tiles, 512) in tile order, element e = 32r + c -> the (Mp, Kp) matrix they tile."""
     mp, kp = shape_p
     tm, tk = mp // TILE_ROWS, kp // TILE_COLS
     return t.reshape(tm, tk, TILE_ROWS, TILE_COLS).transpose(0, 2, 1, 3).reshape(mp, kp)
