@@ -3,7 +3,7 @@
 Each kernel computes what the NumPy expression it replaced computed, element by element and with
 the same float32 arithmetic, so the output is unchanged; ``schemes.py`` and ``format.py`` stay the
 specification and tests/reference.py the independent check. Compiled code is cached next to this
-file (``cache=True``), so only the first import on a machine pays the compilation.
+file (``cache=True``), so only the first call of a kernel on a machine pays its compilation.
 """
 
 import numba
@@ -190,8 +190,7 @@ def pack_tiles(codes, keep, masked, m, k, drop_code, q, sparse):
                         n += st
                     masks[t, 4 * r + c8] = byte
         offsets[t + 1] = offsets[t] + (n * q + 7) // 8
-    # Whole 32-bit words are written while packing; the last ones may pass the end by 3 bytes.
-    values = np.zeros(offsets[n_tiles] + 4, np.uint8)
+    values = np.zeros(offsets[n_tiles], np.uint8)
     code_mask = (np.uint64(1) << np.uint64(q)) - np.uint64(1)
     for t in range(n_tiles):
         i, j = divmod(t, tk)
@@ -222,7 +221,7 @@ def pack_tiles(codes, keep, masked, m, k, drop_code, q, sparse):
             acc >>= np.uint64(8)
             nbits -= min(nbits, 8)
             pos += 1
-    return values[:offsets[n_tiles]], offsets, masks
+    return values, offsets, masks
 
 
 _POPCOUNT = np.array([bin(x).count("1") for x in range(256)], np.int64)
