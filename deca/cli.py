@@ -86,7 +86,7 @@ def cmd_decompress(args):
 
         if args.raw:
             raise UsageError("--raw applies to one .deca file; a checkpoint decompresses with --dtype bf16|float32")
-        count = decompress_checkpoint(args.file, args.output, args.dtype)
+        count = decompress_checkpoint(args.file, args.output, args.dtype, engine=args.engine)
         print(f"wrote {args.output}: {count} tensors, compressed layers as {args.dtype}")
         return
     from deca.golden import decompress, load

@@ -294,8 +294,9 @@ def format_inspection(out):
     return "\n".join(lines)
 
 
-def decompress_checkpoint(out, path, dtype="bf16"):
-    """Write the whole model (decompressed layers and the tensors left out) as a safetensors file."""
+def decompress_checkpoint(out, path, dtype="bf16", engine="numpy"):
+    """Write the whole model (decompressed layers and the tensors left out) as a safetensors file;
+    ``engine`` as in ``decompress``."""
     if dtype not in ("bf16", "float32"):
         raise ValueError(f"dtype must be bf16 or float32, got {dtype!r}")
     manifest, _, missing = layer_rows(out)
@@ -307,7 +308,7 @@ def decompress_checkpoint(out, path, dtype="bf16"):
 
     def layer(name):
         cm = load(layer_paths(out, name)[0])
-        bits = decompress(cm)
+        bits = decompress(cm, engine=engine)
         if dtype == "bf16" and cm.tensor_scale == 1.0:
             return np.ascontiguousarray(bits)
         w = (bf16_to_f32(bits).astype(np.float64) * cm.tensor_scale).astype(np.float32)

@@ -120,6 +120,11 @@ def test_sharded_round_trip_keeps_names_shapes_and_values(tmp_path, rng, capsys,
             else:
                 assert back[name].dtype == original.dtype and np.array_equal(back[name], original)
     assert load_file(str(tmp_path / "back-float32.safetensors"))["lm_head.weight"].dtype == np.float32
+    # The C kernels of deca.baseline decode the same bits.
+    status, _, err = run_cli(["decompress", tmp_path / "out", "-o", tmp_path / "c.safetensors", "--engine", "baseline"],
+                             capsys)
+    assert status == 0, err
+    assert (tmp_path / "c.safetensors").read_bytes() == (tmp_path / "back-bf16.safetensors").read_bytes()
 
 
 def test_per_layer_statistics_match_an_independent_computation(tmp_path, rng, capsys):
