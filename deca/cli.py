@@ -34,7 +34,17 @@ def _shape(text):
     return m, k
 
 
+def _is_checkpoint_output(path):
+    """A whole checkpoint goes to a folder; one matrix to a .deca file."""
+    return path.suffix.lower() != ".deca"
+
+
 def cmd_compress(args):
+    if args.tensor is None and _is_checkpoint_output(args.output):
+        return compress_checkpoint_cmd(args)
+    for option in ("include", "exclude"):
+        if getattr(args, option) is not None:
+            raise UsageError(f"--{option} selects tensors of a whole checkpoint; give an output folder, not a .deca file")
     from deca.golden import compress, load_weights, save
     from deca.golden.summary import format_summary, summarize
 
@@ -45,7 +55,25 @@ def cmd_compress(args):
     print(format_summary(summarize(cm)))
 
 
+def compress_checkpoint_cmd(args):
+    from deca.golden.checkpoint import compress_checkpoint, format_inspection
+
+    try:
+        compress_checkpoint(args.input, args.output, args.scheme, density=args.density, group_size=args.group_size,
+                            codebook=args.codebook, include=args.include, exclude=args.exclude, jobs=args.jobs)
+    except KeyboardInterrupt:
+        raise UsageError(f"interrupted; the finished layers are kept in {args.output}: "
+                         "run the same command to resume") from None
+    print(f"compressed {args.input} -> {args.output}")
+    print(format_inspection(args.output))
+
+
 def cmd_inspect(args):
+    if args.file.is_dir():
+        from deca.golden.checkpoint import format_inspection
+
+        print(format_inspection(args.file))
+        return
     from deca.golden import load
     from deca.golden.summary import format_summary, summarize
 
@@ -53,6 +81,14 @@ def cmd_inspect(args):
 
 
 def cmd_decompress(args):
+    if args.file.is_dir():
+        from deca.golden.checkpoint import decompress_checkpoint
+
+        if args.raw:
+            raise UsageError("--raw applies to one .deca file; a checkpoint decompresses with --dtype bf16|float32")
+        count = decompress_checkpoint(args.file, args.output, args.dtype, engine=args.engine)
+        print(f"wrote {args.output}: {count} tensors, compressed layers as {args.dtype}")
+        return
     from deca.golden import decompress, load
     from deca.golden.numerics import bf16_to_f32
 
@@ -96,24 +132,32 @@ def build_parser():
     p = argparse.ArgumentParser(prog="deca", description="DECA decompression PE: golden model, RTL, simulation, synthesis.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    c = sub.add_parser("compress", help="compress a weight matrix into a .deca file")
-    c.add_argument("input", type=Path, help=".npy, .npz or .safetensors file with a 2-D weight matrix (M, K)")
-    c.add_argument("-o", "--output", type=Path, required=True, help="output .deca file")
+    c = sub.add_parser("compress", help="compress a weight matrix into a .deca file, or a whole checkpoint into a folder")
+    c.add_argument("input", type=Path, help="a .npy, .npz or .safetensors file, a folder of .safetensors shards, "
+                                            "or a .zip holding them")
+    c.add_argument("-o", "--output", type=Path, required=True,
+                   help="output: a .deca file (one matrix) or a folder (every selected matrix of the checkpoint)")
     c.add_argument("--scheme", required=True, choices=list(SCHEMES), metavar="SCHEME",
                    help="one of: " + ", ".join(SCHEMES))
     c.add_argument("--density", type=float, help="keep this fraction of the weights by magnitude (sparse format)")
     c.add_argument("--group-size", type=group_size_arg, help="scale group along K: 16, 32, a multiple of 32, or 'channel'")
     c.add_argument("--codebook", type=_codebook, help="codebook scheme: comma-separated values or a .npy file")
-    c.add_argument("--tensor", help="name of the tensor in a .npz or .safetensors file")
+    c.add_argument("--tensor", help="one matrix: name of the tensor in a .npz or .safetensors file")
+    c.add_argument("--include", metavar="REGEX", help="checkpoint: compress the 2-D float tensors whose names match "
+                                                      "(default: all but embeddings)")
+    c.add_argument("--exclude", metavar="REGEX", help="checkpoint: leave out the tensors whose names match")
+    c.add_argument("--jobs", type=int, default=1, help="checkpoint: parallel worker processes (default 1)")
     c.set_defaults(func=cmd_compress)
 
-    i = sub.add_parser("inspect", help="describe a .deca file")
+    i = sub.add_parser("inspect", help="describe a .deca file, or a compressed checkpoint folder layer by layer")
     i.add_argument("file", type=Path)
     i.set_defaults(func=cmd_inspect)
 
-    d = sub.add_parser("decompress", help="decompress a .deca file to .npy")
+    d = sub.add_parser("decompress", help="decompress a .deca file to .npy, or a checkpoint folder to .safetensors")
     d.add_argument("file", type=Path)
-    d.add_argument("-o", "--output", type=Path, required=True, help="output .npy file")
+    d.add_argument("-o", "--output", type=Path, required=True, help="output .npy file (or .safetensors for a folder)")
+    d.add_argument("--dtype", choices=["bf16", "float32"], default="bf16",
+                   help="checkpoint: dtype of the decompressed layers (default bf16)")
     d.add_argument("--raw", action="store_true", help="write the uint16 BF16 patterns the PE emits instead of float32")
     d.add_argument("--engine", choices=["numpy", "baseline"], default="numpy",
                    help="numpy: the golden reference (default); baseline: the C kernels of 'deca baseline', same bits")

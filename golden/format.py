@@ -155,35 +155,6 @@ def mask_bits(mask_bytes):
     return np.unpackbits(np.asarray(mask_bytes, np.uint8), axis=-1, bitorder="little").astype(bool)
 
 
-def mask_bytes(bits):
-    """Pack element bits (..., 512) into mask bytes (..., 64); inverse of ``mask_bits``."""
-    return np.packbits(np.asarray(bits, bool), axis=-1, bitorder="little")
-
-
-def pack_codes(codes, counts, q_bits):
-    """Pack the value streams of many tiles.
-
-    ``codes`` are the stored codes of all tiles, concatenated in tile order; ``counts[t]`` is how
-    many belong to tile t. Returns (stream bytes, offsets) where tile t's stream is
-    ``stream[offsets[t]:offsets[t+1]]``.
-    """
-    codes = np.asarray(codes, np.uint32)
-    counts = np.asarray(counts, np.int64)
-    lengths = value_stream_len(counts, q_bits)
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    # Bit position of each code: its tile's first byte plus its rank inside the tile.
-    tile_of = np.repeat(np.arange(len(counts)), counts)
-    first = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=first[1:])
-    rank = np.arange(len(codes)) - first[tile_of]
-    bitpos = offsets[tile_of] * 8 + rank * q_bits
-    bits = np.zeros(int(offsets[-1]) * 8, np.uint8)
-    for b in range(q_bits):
-        bits[bitpos + b] = (codes >> b) & 1
-    return np.packbits(bits, bitorder="little"), offsets
-
-
 def read_codes(stream, bitpos, q_bits):
     """Read the Q-bit codes starting at stream bit positions ``bitpos`` (any shape)."""
     # Three bytes cover any code of up to 16 bits at any bit offset; pad so every read is in range.

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels as _kernels
 from . import schemes as _schemes
 from .format import (
     MASK_BYTES, SCALE_BYTES, TILE_COLS, TILE_ELEMS, TILE_ROWS, FormatError, TileConfig,
-    mask_bits, mask_bytes, pack_codes, read_codes, scale_index, tile_grid, value_stream_len,
+    mask_bits, scale_index, tile_grid, value_stream_len,
 )
 from .numerics import bf16_to_f64_daz, product_to_bf16, scale_values
 
@@ -90,7 +91,7 @@ class CompressedMatrix:
         """Number of stored elements of each tile."""
         if self.masks is None:
             return np.full(self.num_tiles, TILE_ELEMS, np.int64)
-        return mask_bits(self.masks).sum(axis=1)
+        return _kernels.popcounts(self.masks)
 
     def tile_streams(self, t):
         """(values, mask, scales) bytes of tile t; empty bytes for an absent stream."""
@@ -182,7 +183,7 @@ def _as_weights(w):
     # Kind "V" covers ml_dtypes' bfloat16 and float8 types.
     if w.dtype.kind not in "fiuV":
         raise ValueError(f"weights must be real numbers, got dtype {w.dtype}")
-    return np.ascontiguousarray(w.astype(np.float32))
+    return np.ascontiguousarray(w.astype(np.float32, copy=False))
 
 
 def prune_mask(w, density):
@@ -192,27 +193,12 @@ def prune_mask(w, density):
     """
     if isinstance(density, bool) or not isinstance(density, (int, float, np.number)) or not 0 <= density <= 1:
         raise ValueError(f"density must be a number in [0, 1], got {density!r}")
-    key = np.abs(w).ravel().astype(np.float64)
-    key[np.isnan(key)] = np.inf
-    keep = round(density * key.size)
-    mask = np.zeros(key.size, bool)
-    if keep > 0:
-        threshold = np.partition(key, key.size - keep)[key.size - keep]
-        above = key > threshold
-        at = np.flatnonzero(key == threshold)
-        mask[above] = True
-        mask[at[: keep - int(above.sum())]] = True
-    return mask.reshape(w.shape)
-
-
-def to_tiles(a, shape_p):
-    """(Mp, Kp) -> (tiles, 512) in tile order, element order e = 32r + c."""
-    mp, kp = shape_p
-    tm, tk = mp // TILE_ROWS, kp // TILE_COLS
-    return a.reshape(tm, TILE_ROWS, tk, TILE_COLS).transpose(0, 2, 1, 3).reshape(tm * tk, TILE_ELEMS)
+    w = np.ascontiguousarray(w, np.float32)
+    return _kernels.prune_mask(w.reshape(-1), round(density * w.size)).reshape(w.shape)
 
 
 def from_tiles(t, shape_p):
+    """(tiles, 512) in tile order, element e = 32r + c -> the (Mp, Kp) matrix they tile."""
     mp, kp = shape_p
     tm, tk = mp // TILE_ROWS, kp // TILE_COLS
     return t.reshape(tm, tk, TILE_ROWS, TILE_COLS).transpose(0, 2, 1, 3).reshape(mp, kp)
@@ -244,48 +230,38 @@ def compress(w, scheme, density=None, mask=None, group_size=None, codebook=None)
         mask = prune_mask(w, density)
         if density == 1:
             mask = None
-    _check_specials(sch, w if mask is None else w[mask])
+    _check_specials(sch, w, mask)
     g = _schemes.resolve_group_size(sch, group_size, k)
 
     tm, tk = tile_grid(w.shape)
-    shape_p = (tm * TILE_ROWS, tk * TILE_COLS)
-    wp = np.zeros(shape_p, np.float32)
-    real = np.zeros(shape_p, bool)
-    real[:m, :k] = True
-    if mask is None:
-        stored = np.ones(shape_p, bool)  # dense: every element, padding included, is stored
-    else:
-        stored = np.zeros(shape_p, bool)
-        stored[:m, :k] = mask
-    wp[:m, :k] = np.where(stored[:m, :k], w, np.float32(0))
+    mp, kp = tm * TILE_ROWS, tk * TILE_COLS
+    wp = w if mask is None and (mp, kp) == (m, k) else \
+        _kernels.pad_pruned(w, _no_mask(mask), mask is not None, mp, kp)
     sparse = mask is not None or sch.always_sparse
 
-    qz = _schemes.quantize(sch, wp, g, sparse, stored & real, real, codebook)
-    if qz.nonzero is not None:
-        stored &= qz.nonzero
+    qz = _schemes.quantize(sch, wp, g, sparse, (m, k), mask, codebook)
     cfg = qz.config
-
-    codes_t = to_tiles(qz.codes, shape_p)
-    stored_t = to_tiles(stored, shape_p)
-    if sparse:
-        counts = stored_t.sum(axis=1)
-        values, offsets = pack_codes(codes_t[stored_t], counts, cfg.q_bits)
-        masks = mask_bytes(stored_t)
-    else:
-        values, offsets = pack_codes(codes_t.ravel(), np.full(len(codes_t), TILE_ELEMS), cfg.q_bits)
-        masks = None
-
+    values, offsets, masks = _kernels.pack_tiles(qz.codes, _no_mask(mask), mask is not None, m, k,
+                                                 qz.drop_code, cfg.q_bits, sparse)
     blocks = block_of_tile = None
     if g is not None:
         blocks, block_of_tile = _scale_blocks(qz.group_scales, cfg, tm, tk, g)
-    return CompressedMatrix((m, k), sch.name, cfg, values, offsets, masks, blocks, block_of_tile, g, qz.tensor_scale)
+    return CompressedMatrix((m, k), sch.name, cfg, values, offsets, masks if sparse else None, blocks,
+                            block_of_tile, g, qz.tensor_scale)
 
 
-def _check_specials(sch, w):
-    if not sch.encodes_nan and np.isnan(w).any():
-        raise ValueError(f"weights contain NaN, which scheme {sch.name!r} cannot encode")
-    if not sch.encodes_inf and np.isinf(w).any():
-        raise ValueError(f"weights contain Inf, which scheme {sch.name!r} cannot encode")
+def _no_mask(mask):
+    """The kernels' mask argument: the mask, or a placeholder they do not read."""
+    return np.zeros((1, 1), bool) if mask is None else np.ascontiguousarray(mask)
+
+
+def _check_specials(sch, w, mask):
+    first_nan, first_inf = _kernels.first_specials(w.reshape(-1), _no_mask(mask).reshape(-1), mask is not None)
+    for kind, first, allowed in (("NaN", first_nan, sch.encodes_nan), ("Inf", first_inf, sch.encodes_inf)):
+        if first >= 0 and not allowed:
+            r, c = divmod(int(first), w.shape[1])
+            raise ValueError(f"weights contain {kind}, which scheme {sch.name!r} cannot encode "
+                             f"(first at row {r}, column {c})")
 
 
 def _scale_blocks(group_scales, cfg, tm, tk, group_size):
@@ -326,15 +302,15 @@ def check_value_lengths(lengths, stored, cfg):
                           f"elements of {cfg.q_bits} bits need {want[t]}")
 
 
-def _decode(values, offsets, bits, scale_codes, cfg):
-    """Decode tiles to (T, 512) BF16 patterns.
+def _decode(values, offsets, masks, block_scales, block_of_tile, cfg, tile_cols):
+    """Decode tiles to a (Mp, Kp) matrix of BF16 patterns.
 
-    ``bits``: (T, 512) stored elements, or None in dense mode; ``scale_codes``: (T, scales per
-    tile), or None without scaling.
+    ``masks``: (T, 64) mask bytes, or None in dense mode; ``block_scales``: (blocks, scales per
+    tile) scale codes and ``block_of_tile`` the block of each tile, or None without scaling.
     """
     q = cfg.q_bits
     n_tiles = len(offsets) - 1
-    stored = np.full(n_tiles, TILE_ELEMS) if bits is None else bits.sum(axis=1)
+    stored = np.full(n_tiles, TILE_ELEMS) if masks is None else _kernels.popcounts(masks)
     check_value_lengths(np.diff(offsets), stored, cfg)
     # Padding bits after the last code must be zero.
     tail = (stored * q) % 8
@@ -343,28 +319,27 @@ def _decode(values, offsets, bits, scale_codes, cfg):
     if bad.size:
         raise FormatError(f"{_where(bad[0], n_tiles)}value stream padding bits are not zero")
 
-    # Dense mode skips the boolean gathers and scatters.
-    select = (lambda a: a.reshape(-1)) if bits is None else (lambda a: a[bits])
-    rank = np.arange(TILE_ELEMS) if bits is None else np.cumsum(bits, axis=1) - 1
-    codes = read_codes(values, select(offsets[:-1, None] * 8 + rank * q), q)
-    if q <= 8:
-        beyond = codes >= cfg.lut_size
-        if beyond.any():
-            first = np.argmax(beyond)
-            t, e = divmod(first, TILE_ELEMS) if bits is None else np.argwhere(bits)[first]
-            raise FormatError(f"{_where(t, n_tiles)}element {e}: code {codes[first]} is beyond "
-                              f"the {cfg.lut_size}-entry codebook")
-    if scale_codes is None:
-        v = cfg.lut[codes] if q <= 8 else codes
-    else:
-        # Decode each LUT entry and each scale once, then multiply per element.
-        a = bf16_to_f64_daz(cfg.lut)[codes] if q <= 8 else bf16_to_f64_daz(codes)
-        b = select(scale_values(scale_codes, cfg.scale_format)[:, scale_index(cfg.scale_group)])
-        v = product_to_bf16(a, b)
-    if bits is None:
-        return v.reshape(n_tiles, TILE_ELEMS)
-    out = np.zeros(bits.shape, np.uint16)
-    out[bits] = v
+    scaled = cfg.scale_format is not None
+    table, rows = cfg.lut[None, :].copy(), np.zeros((1, 1), np.int64)
+    if scaled and q <= 8:
+        # Row i of the table: every LUT entry times the i-th distinct scale, each product computed once.
+        distinct, inverse = np.unique(block_scales, return_inverse=True)
+        rows = inverse.reshape(block_scales.shape)
+        lut = bf16_to_f64_daz(cfg.lut[:cfg.lut_size])
+        table = np.zeros((len(distinct), 1 << q), np.uint16)  # 2^Q columns: codes of unstored elements index it too
+        table[:, :cfg.lut_size] = product_to_bf16(scale_values(distinct, cfg.scale_format)[:, None], lut[None, :])
+    out = np.empty((n_tiles // tile_cols * TILE_ROWS, tile_cols * TILE_COLS), np.uint16)
+    t, e, code = _kernels.decode_tiles(
+        np.concatenate([values, np.zeros(8, np.uint8)]), offsets, np.zeros((1, 1), np.uint8) if masks is None else masks, masks is not None, q, table,
+        rows, block_of_tile if scaled else np.zeros(1, np.int64), cfg.scales_per_tile // TILE_ROWS,
+        cfg.scale_group, cfg.lut_size, out, tile_cols)
+    if t >= 0:
+        raise FormatError(f"{_where(t, n_tiles)}element {e}: code {code} is beyond the {cfg.lut_size}-entry codebook")
+    if scaled and q == 16:
+        # Raw BF16 codes times scales: too many distinct products for a table.
+        scales = scale_values(block_scales, cfg.scale_format)[block_of_tile][:, scale_index(cfg.scale_group)]
+        stored_at = np.ones(out.shape, bool) if masks is None else from_tiles(mask_bits(masks), out.shape)
+        out[stored_at] = product_to_bf16(bf16_to_f64_daz(out[stored_at]), from_tiles(scales, out.shape)[stored_at])
     return out
 
 
@@ -386,10 +361,9 @@ def decompress_tile(values, mask, scales, config):
         raise FormatError(f"scale stream is {len(scales)} bytes; the config "
                           f"({cfg.scale_format or 'no scaling'}, g={cfg.scale_group}) needs {cfg.scale_stream_len}")
     values = np.frombuffer(bytes(values), np.uint8)
-    bits = mask_bits(mask[None]) if cfg.sparse else None
+    masks = mask[None] if cfg.sparse else None
     scale_codes = _scale_codes(scales[None], cfg) if cfg.scale_format else None
-    out = _decode(values, np.array([0, len(values)]), bits, scale_codes, cfg)
-    return out.reshape(TILE_ROWS, TILE_COLS)
+    return _decode(values, np.array([0, len(values)]), masks, scale_codes, np.zeros(1, np.int64), cfg, 1)
 
 
 def decompress(cm, engine="numpy"):
@@ -405,9 +379,7 @@ def decompress(cm, engine="numpy"):
     if engine != "numpy":
         raise ValueError(f"unknown decompression engine {engine!r}; known: numpy, baseline")
     cfg = cm.config
-    bits = mask_bits(cm.masks) if cm.masks is not None else None
-    scale_codes = _scale_codes(cm.scale_blocks, cfg)[cm.scale_block_of_tile] if cfg.scale_format else None
-    tiles = _decode(cm.values, cm.value_offsets, bits, scale_codes, cfg)
-    tm, tk = cm.tile_grid
+    scale_codes = _scale_codes(cm.scale_blocks, cfg) if cfg.scale_format else None
     m, k = cm.shape
-    return from_tiles(tiles, (tm * TILE_ROWS, tk * TILE_COLS))[:m, :k]
+    return _decode(cm.values, cm.value_offsets, cm.masks, scale_codes, cm.scale_block_of_tile, cfg,
+                   cm.tile_grid[1])[:m, :k]

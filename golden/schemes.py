@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels as _kernels
 from .format import TileConfig
 from .numerics import BF16_MIN_NORMAL, E2M1, E4M3, E5M2, bf16_to_f32, f32_to_bf16, nearest_code
 
@@ -119,7 +120,7 @@ class Quantized:
     codes: np.ndarray          # (Mp, Kp) codes of every element (those not stored are ignored)
     config: TileConfig
     group_scales: np.ndarray | None  # (Mp, groups) scale codes
-    nonzero: np.ndarray | None = None  # (Mp, Kp) False where the scheme itself makes a zero (ternary)
+    drop_code: int = -1        # a code the scheme turns into a zero, stored in the mask instead (ternary)
     tensor_scale: float = 1.0
 
 
@@ -162,11 +163,49 @@ def _codebook_lut(codebook):
     return lut, cb.size
 
 
-def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
+def _element_tables(f):
+    """``kernels.encode_with_tables``'s lookup tables for an element function f (float32 -> codes).
+
+    f must pick its code by comparing x with breakpoints, so that where f agrees at both ends of
+    the float32 patterns sharing top bits T it agrees in between: ``exact[T]`` is f at the
+    pattern T << 16, ``inner[T]`` f on (T << 16) | 1 .. (T << 16) | 0xFFFF, or AMBIGUOUS.
+    """
+    top = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN patterns: schemes that cannot encode them never see one
+        exact = f(top.view(np.float32))
+        lo, hi = f((top | np.uint32(1)).view(np.float32)), f((top | np.uint32(0xFFFF)).view(np.float32))
+    inner = np.where(lo == hi, lo, _kernels.AMBIGUOUS)
+    return exact.astype(np.int16), inner.astype(np.int16)
+
+
+_TABLES = {}
+
+
+def _encode(w, f, key, divisor=None, groups=None):
+    """f(x) for x = w / divisor[row, group of column] in float32 (``_divide``), x = w without divisor.
+
+    ``key`` names f for the table cache (scheme and LUT).
+    """
+    if key not in _TABLES:
+        _TABLES[key] = _element_tables(f)
+    scaled = divisor is not None
+    if not scaled:
+        divisor, groups = np.zeros((1, 1), np.float32), np.zeros(1, np.int64)
+    divisor = np.ascontiguousarray(divisor, np.float32)
+    codes, ambiguous = _kernels.encode_with_tables(w, divisor, np.asarray(groups, np.int64), scaled, *_TABLES[key])
+    if ambiguous:
+        r, c = np.nonzero(codes == _kernels.AMBIGUOUS)
+        x = _divide(w[r, c], divisor[r, groups[c]]) if scaled else w[r, c]
+        codes[r, c] = f(x)
+    return codes
+
+
+def quantize(scheme, w, group_size, sparse, shape, kept=None, codebook=None):
     """Quantize the padded, pruned float32 matrix ``w`` (Mp, Kp).
 
-    ``group_size``: G along K from ``resolve_group_size`` (None when unscaled); ``real``: (Mp, Kp)
-    mask of the elements inside (M, K), i.e. not padding; ``kept``: those of them not pruned.
+    ``group_size``: G along K from ``resolve_group_size`` (None when unscaled); ``shape``: the
+    (M, K) of the real elements (the rest is padding); ``kept``: (M, K) bool of the elements not
+    pruned (None: all).
     """
     if scheme.name != "codebook" and codebook is not None:
         raise ValueError(f"scheme {scheme.name!r} takes no codebook")
@@ -177,13 +216,21 @@ def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
     def per_group(reduce, a):
         return reduce.reduceat(a, starts, axis=1)
 
-    def expand(group_values):
-        return np.asarray(group_values)[:, groups]
+    def real_count():
+        """float64 count of the elements inside (M, K) of each group."""
+        m, k = shape
+        ends = np.append(starts[1:], w.shape[1])
+        per_row = np.clip(np.minimum(ends, k) - starts, 0, None).astype(np.float64)
+        return np.where(np.arange(w.shape[0])[:, None] < m, per_row[None, :], 0.0)
 
-    absmax = per_group(np.maximum, np.abs(w)) if scaled else None
+    absmax = None
+    if scaled:
+        absmax, saw_nan = _kernels.group_absmax(w, starts)
+        if saw_nan:  # NumPy's maximum keeps the NaN's payload, which the scale's pattern shows
+            absmax = per_group(np.maximum, np.abs(w))
     name = scheme.name
     tensor_scale = 1.0
-    nonzero = None
+    drop_code = -1
     scale_format = scheme.scale_format if scaled else None
 
     if name == "bf16":
@@ -194,31 +241,32 @@ def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
         q, lut, lut_size = 8, fmt.lut(), 256
         if scaled:
             gscale = _bf16_scale(absmax / np.float32(fmt.max))
-            codes = fmt.encode(_divide(w, expand(bf16_to_f32(gscale))))
+            codes = _encode(w, fmt.encode, name, bf16_to_f32(gscale), groups)
         else:
             gscale = None
-            codes = fmt.encode(w)
+            codes = _encode(w, fmt.encode, name)
     elif name == "mxfp4":
         # OCP MX v1.0: X = 2^(floor(log2(amax)) - emax_elem), emax_elem = 2 for E2M1, clamped to E8M0's range.
         _, e = np.frexp(absmax)
         exp = np.clip(np.where(absmax > 0, e - 1 - 2, -127), -127, 127)
         gscale = (exp + 127).astype(np.uint16)
-        codes = E2M1.encode(np.ldexp(w, -expand(exp)).astype(np.float32))
+        # w / 2^exp in float32 is the exact product rounded once, as ldexp(w, -exp) rounds it.
+        codes = _encode(w, E2M1.encode, "e2m1", np.ldexp(1.0, exp).astype(np.float32), groups)
         q, lut, lut_size = 4, E2M1.lut(), 16
     elif name == "nvfp4":
-        amax_t = np.float32(np.max(np.abs(w)))
+        amax_t = np.float32(np.max(absmax))
         tensor_scale = float(amax_t / np.float32(448.0 * 6.0)) if amax_t > 0 else 1.0
         ts = np.float32(tensor_scale)
         gscale = E4M3.encode(absmax / np.float32(6.0) / ts)
         denom = (E4M3.values[gscale.astype(np.int64)].astype(np.float32) * ts).astype(np.float32)
-        codes = E2M1.encode(_divide(w, expand(denom)))
+        codes = _encode(w, E2M1.encode, "e2m1", denom, groups)
         q, lut, lut_size = 4, E2M1.lut(), 16
     elif name in ("int8", "int4", "int2"):
         q = int(name[3:])
         qmax = (1 << (q - 1)) - 1
         gscale = _bf16_scale(absmax / np.float32(qmax))
-        x = _divide(w, expand(bf16_to_f32(gscale)))
-        codes = (np.clip(np.rint(x), -qmax, qmax).astype(np.int64) & ((1 << q) - 1)).astype(np.uint16)
+        codes = _encode(w, lambda x: np.clip(np.rint(x), -qmax, qmax).astype(np.int64) & ((1 << q) - 1), name,
+                        bf16_to_f32(gscale), groups)
         lut, lut_size = _int_lut(q), 1 << q
     elif name in ("nf4", "codebook"):
         if name == "nf4":
@@ -229,30 +277,42 @@ def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
             lut, lut_size = _codebook_lut(codebook)
         q = 4 if name == "nf4" else max(1, math.ceil(math.log2(lut_size)))
         values = bf16_to_f32(lut[:lut_size])
+        f = lambda x: nearest_code(x, values, np.arange(lut_size))  # noqa: E731
+        key = (name, lut.tobytes(), lut_size)
         if scaled:
             top = np.float32(np.max(np.abs(values)))
             if top == 0:
                 raise ValueError("a scaled codebook needs a nonzero value")
             gscale = _bf16_scale(absmax / top)
-            x = _divide(w, expand(bf16_to_f32(gscale)))
+            codes = _encode(w, f, key, bf16_to_f32(gscale), groups)
         else:
-            gscale, x = None, w
-        codes = nearest_code(x, values, np.arange(lut_size)).astype(np.uint16)
+            gscale = None
+            codes = _encode(w, f, key)
     elif name == "int1":
         # The L2-optimal scale of sign quantization: mean |w| over the group's kept elements.
-        count = per_group(np.add, kept.astype(np.float64))
+        if kept is None:
+            count = real_count()
+        else:
+            padded = np.zeros(w.shape, bool)
+            padded[:shape[0], :shape[1]] = kept
+            count = np.add.reduceat(padded, starts, axis=1, dtype=np.int64).astype(np.float64)
         total = per_group(np.add, np.abs(w).astype(np.float64))
         gscale = _bf16_scale(np.where(count > 0, total / np.maximum(count, 1), 0).astype(np.float32))
-        codes = (w < 0).astype(np.uint16)
+        codes = _encode(w, lambda x: x < 0, name)
         q, lut, lut_size = 1, _lut_from_values([1.0, -1.0]), 2
     elif name == "ternary":
         # BitNet b1.58: gamma = mean |w| over the group's elements of the (M, K) matrix, t = round(clip(w / gamma, -1, 1)).
-        count = per_group(np.add, real.astype(np.float64))
+        count = real_count()
         total = per_group(np.add, np.abs(w).astype(np.float64))
         gscale = _bf16_scale(np.where(count > 0, total / np.maximum(count, 1), 0).astype(np.float32))
-        t = np.rint(np.clip(_divide(w, expand(bf16_to_f32(gscale))), -1, 1))
-        nonzero = t != 0
-        codes = (t < 0).astype(np.uint16)
+        # Codes 0 (+1) and 1 (-1); the zeros get code 2, which the packer leaves out of the mask.
+        drop_code = 2
+
+        def ternarize(x):
+            t = np.rint(np.clip(x, -1, 1))
+            return np.where(t == 0, drop_code, t < 0)
+
+        codes = _encode(w, ternarize, name, bf16_to_f32(gscale), groups)
         q, lut, lut_size = 1, _lut_from_values([1.0, -1.0]), 2
     else:  # pragma: no cover - SCHEMES and this function list the same names
         raise AssertionError(name)
@@ -262,5 +322,4 @@ def quantize(scheme, w, group_size, sparse, kept, real, codebook=None):
         scale_group=tile_scale_group(group_size) if scaled else 32,
         lut=lut, lut_size=lut_size,
     )
-    return Quantized(codes.astype(np.uint16), config, gscale, nonzero, tensor_scale)
-
+    return Quantized(codes, config, gscale, drop_code, tensor_scale)

@@ -108,6 +108,8 @@ def _finish(campaign, points, args, title, explanations=()):
 
 
 def cmd_run(args):
+    if args.model is not None:
+        return cmd_run_model(args)
     from .campaign import designs
     from .point import Point
 
@@ -128,6 +130,28 @@ def cmd_run(args):
           f"{tiles} tiles each, seed {args.seed} (reproduce with --seed {args.seed})")
     points = [Point(args.W, args.L, w, m) for w in workloads for m in args.modes]
     _finish(campaign, points, args, f"DECA PE W={args.W}, L={args.L}{_loaders(args)}: measured on {args.sim}", [TABLE4_NOTE])
+
+
+def cmd_run_model(args):
+    """``deca run --model FOLDER``: a sample of tiles of each selected layer (see ``.layers``)."""
+    from .campaign import designs
+    from .layers import layer_samples, points, report
+
+    if args.matrix is not None:
+        raise UsageError("give --matrix or --model, not both")
+    if args.tiles_per_layer < 1:
+        raise UsageError(f"--tiles-per-layer must be a positive number of tiles, got {args.tiles_per_layer}")
+    valid, skipped = designs([args.W], [args.L])
+    if skipped:
+        raise UsageError(skipped[0][2])
+    samples = layer_samples(args.model, args.layers, args.tiles_per_layer, args.seed, args.out / "samples")
+    digest = hashlib.sha256(b"".join(path.read_bytes() for _, path, _ in samples)).hexdigest()[:16]
+    campaign = _campaign(args, args.tiles_per_layer, replace=True, model=digest)
+    print(f"deca run: PE W={args.W} L={args.L} on {args.sim}, {len(samples)} layers of {args.model} x "
+          f"{len(args.modes)} modes, up to {args.tiles_per_layer} sampled tiles each, seed {args.seed}")
+    records = _finish(campaign, points(samples, args.W, args.L, args.modes), args,
+                      f"DECA PE W={args.W}, L={args.L}: layers of {args.model} measured on {args.sim}")
+    report(samples, records, args.W, args.L, args.out)
 
 
 def cmd_sweep(args):
@@ -159,6 +183,11 @@ def add_measure_parsers(sub):
     r.add_argument("--L", type=int, default=8, help="big LUTs (default 8)")
     r.add_argument("--matrix", type=Path, help="measure your own compressed matrix (.deca, from deca compress)")
     r.add_argument("--tiles", type=int, default=256, help="tiles per workload (default 256; a --matrix: its first ones)")
+    r.add_argument("--model", type=Path, metavar="FOLDER",
+                   help="measure the layers of a compressed checkpoint (deca compress MODEL -o FOLDER)")
+    r.add_argument("--layers", metavar="REGEX", help="--model: the layers whose names match (default all)")
+    r.add_argument("--tiles-per-layer", type=int, default=64,
+                   help="--model: tiles sampled at random from each layer (default 64)")
     r.add_argument("--out", type=Path, default=Path("out/run"), help="output folder (default out/run)")
     _add_system(r, MODES)
     r.set_defaults(func=cmd_run)
