@@ -147,10 +147,10 @@ def cmd_run_model(args):
     samples = layer_samples(args.model, args.layers, args.tiles_per_layer, args.seed, args.out / "samples")
     digest = hashlib.sha256(b"".join(path.read_bytes() for _, path, _ in samples)).hexdigest()[:16]
     campaign = _campaign(args, args.tiles_per_layer, replace=True, model=digest)
-    print(f"deca run: PE W={args.W} L={args.L} on {args.sim}, {len(samples)} layers of {args.model} x "
+    print(f"deca run: PE W={args.W} L={args.L}{_loaders(args)} on {args.sim}, {len(samples)} layers of {args.model} x "
           f"{len(args.modes)} modes, up to {args.tiles_per_layer} sampled tiles each, seed {args.seed}")
     records = _finish(campaign, points(samples, args.W, args.L, args.modes), args,
-                      f"DECA PE W={args.W}, L={args.L}: layers of {args.model} measured on {args.sim}")
+                      f"DECA PE W={args.W}, L={args.L}{_loaders(args)}: layers of {args.model} measured on {args.sim}")
     report(samples, records, args.W, args.L, args.out)
 
 
