@@ -50,13 +50,22 @@ def expander_ports(e):
     return SimpleNamespace(sd=e.sd, dd=e.dd)
 
 
-def window_ports(w):
-    return SimpleNamespace(sparse=w.sparse, tiles=w.tiles, vops=w.vops)
+class BlockSpec(Elaboratable):
+    """A spec around one block: ``contract(m, p)`` states it over the block's ports ``p`` (its adapter)."""
+
+    def __init__(self, dut, adapter):
+        self.dut, self.adapter = dut, adapter
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = self.dut
+        self.contract(m, self.adapter(self.dut))
+        return m
 
 
 # (a) LineQueue: lines in any order, the stream out in order -------------------------------------
 
-class LineQueueSpec(Elaboratable):
+class LineQueueSpec(BlockSpec):
     """Streams of up to ``max_len`` bytes at line offset ``offset`` (a free offset makes the
     realigning shifter too hard for the solver), restarted at any time; lines requested
     while ``room`` allows, in index order, and written back in any order, each once. Stream byte s
@@ -69,12 +78,11 @@ class LineQueueSpec(Elaboratable):
     """
 
     def __init__(self, dut, max_len, offset):
-        self.dut, self.max_len, self.offset = dut, max_len, offset
+        super().__init__(dut, queue_ports)
+        self.max_len, self.offset = max_len, offset
 
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = dut = self.dut
-        p = queue_ports(dut)
+    def contract(self, m, p):
+        dut = self.dut
         B = dut.beat_bytes
         max_lines = (LINE_BYTES - 1 + self.max_len + LINE_BYTES - 1) // LINE_BYTES
         salt = AnyConst(8)
@@ -142,7 +150,6 @@ class LineQueueSpec(Elaboratable):
                 m.d.sync += written.eq(written | (Const(1, max_lines) << index))
             with m.If(p.beats.valid & p.beats.ready):
                 m.d.sync += [beat.eq(beat + 1), done.eq(b.last)]
-        return m
 
 
 # The one-row register queue of the mask and scales (rows, row bytes, beat bytes), streams of up
@@ -169,7 +176,7 @@ def test_line_queue_mutant_without_arrival_check_fails():
 
 # (b) TagTable: no tag reused while outstanding --------------------------------------------------
 
-class TagTableSpec(Elaboratable):
+class TagTableSpec(BlockSpec):
     """Allocations while ``free``, responses for outstanding tags only, aborts at any time.
 
     Contract: ``tag`` is never an outstanding tag (allocated, response not yet back), also after
@@ -178,13 +185,10 @@ class TagTableSpec(Elaboratable):
     """
 
     def __init__(self, dut):
-        self.dut = dut
+        super().__init__(dut, tag_ports)
 
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = dut = self.dut
-        p = tag_ports(dut)
-        n = dut.entries
+    def contract(self, m, p):
+        n = self.dut.entries
         m.d.comb += [p.alloc.eq(AnySeq(1)), p.alloc_line.eq(AnySeq(len(p.alloc_line.as_value()))),
                      p.lookup.eq(AnySeq(1)), p.lookup_tag.eq(AnySeq(len(p.lookup_tag))), p.abort.eq(AnySeq(1))]
 
@@ -210,7 +214,6 @@ class TagTableSpec(Elaboratable):
         for i in range(n):
             with m.If(taken[i]):
                 m.d.sync += lines[i].eq(p.alloc_line)
-        return m
 
 
 def test_tag_table_never_reuses_an_outstanding_tag():
@@ -246,7 +249,7 @@ def test_prefix_sums_count_the_ones_for_every_mask(W):
     prove(PrefixSumSpec(W), 1, f"prefix_sums_w{W}")
 
 
-class ExpanderSpec(Elaboratable):
+class ExpanderSpec(BlockSpec):
     """SD beats with free values, mask and expansion indices (prefix[j] <= j, as every count of
     mask ones below j is; the prefix-sum check proves the window unit's are those counts); a free
     ``ready``.
@@ -257,13 +260,10 @@ class ExpanderSpec(Elaboratable):
     """
 
     def __init__(self, dut):
-        self.dut = dut
+        super().__init__(dut, expander_ports)
 
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = dut = self.dut
-        p = expander_ports(dut)
-        W = dut.W
+    def contract(self, m, p):
+        W = self.dut.W
         sd = Signal(sd_layout(W))
         m.d.comb += [sd.eq(AnySeq(len(sd.as_value()))), p.sd.payload.eq(sd), p.sd.valid.eq(AnySeq(1)),
                      p.dd.ready.eq(AnySeq(1))]
@@ -280,7 +280,6 @@ class ExpanderSpec(Elaboratable):
             m.d.sync += [pending.eq(1), want.mask.eq(sd.mask), want.index.eq(sd.index), want.last.eq(sd.last)]
             for j in range(W):
                 m.d.sync += want.data[j].eq(Mux(sd.mask[j], Array(sd.data)[sd.prefix[j]], 0))
-        return m
 
 
 @pytest.mark.parametrize("W", [8, pytest.param(32, marks=pytest.mark.slow)])
