@@ -13,8 +13,9 @@ import pytest
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Elaboratable, Module, Mux, Signal
 
-from deca.hw import expander, prefix_sum, queues, tags
-from deca.hw.layouts import LINE_BYTES, sd_layout
+from deca.hw import expander, loader, prefix_sum, queues, tags
+from deca.hw.layouts import LINE_BYTES, ErrorReason, ScaleFormat, ScaleGroup, sd_layout
+from deca.hw.loader import LoaderState
 
 from formal import FormalFailure, mutant, prove
 
@@ -291,3 +292,72 @@ def test_expander_mutant_off_by_one_fails():
     bad = mutant(expander, "inputs[sd.prefix[j]]", "inputs[sd.prefix[j] + 1]")
     with pytest.raises(FormalFailure, match="wrong DD beat"):
         prove(ExpanderSpec(bad.Expander(8)), 4, "expander_mutant")
+
+
+# (d) Loader: malformed metadata fails, and its skip beats go out, within a bound ----------------
+
+def loader_ports(ld):
+    return SimpleNamespace(q=ld.q, sparse=ld.sparse, scale_format=ld.scale_format, scale_group=ld.scale_group,
+                           req=ld.req, grant=ld.grant, abort=ld.abort, release=ld.release, state=ld.state,
+                           reason=ld.reason, failed=ld.failed, line_req=ld.line_req, line_resp_en=ld.line_resp.en,
+                           outs=[ld.vops, ld.values, ld.scales])
+
+
+class LoaderSpec(BlockSpec):
+    """Any configuration and any request metadata; the pipeline takes every beat; no line comes
+    back (the checks below need none).
+
+    Contract: the cycle after a request is accepted, the loader is FAILED with the first reason of
+    ``ErrorReason``'s list that applies (from the list's wording, not the loader's code) or ACTIVE
+    when none does; a FAILED request has handed out its skip beats (``failed``) within 2 cycles.
+    """
+
+    def __init__(self, dut):
+        super().__init__(dut, loader_ports)
+
+    def contract(self, m, p):
+        q, sparse, fmt, group = AnyConst(5), AnyConst(1), AnyConst(2), AnyConst(1)
+        m.d.comb += [p.q.eq(q), p.sparse.eq(sparse), p.scale_format.eq(fmt), p.scale_group.eq(group),
+                     p.req.valid.eq(AnySeq(1)), p.req.payload.eq(AnySeq(len(p.req.payload.as_value()))),
+                     p.grant.eq(1), p.abort.eq(0), p.release.eq(0), p.line_req.ready.eq(AnySeq(1)),
+                     p.line_resp_en.eq(0), [out.ready.eq(1) for out in p.outs]]
+        r = p.req.payload
+        scales = Mux(group == ScaleGroup.G16, 32, 16)
+        scale_len = Mux(fmt == ScaleFormat.NONE, 0, Mux(fmt == ScaleFormat.BF16, 2 * scales, scales))
+        wraps = [(n != 0) & (a + n - 1 >= 1 << len(a)) for a, n in
+                 ((r.val_addr, r.val_len), (r.mask_addr, r.mask_len), (r.scale_addr, r.scale_len))]
+        reasons = [  # ErrorReason's list, in its order
+            (ErrorReason.CONFIG, ~((q >= 1) & (q <= 8) | (q == 16))),
+            (ErrorReason.ADDR_WRAP, Cat(wraps).any()),
+            (ErrorReason.MASK_LEN, r.mask_len != Mux(sparse, 64, 0)),
+            (ErrorReason.SCALE_LEN, r.scale_len != scale_len),
+            (ErrorReason.VALUE_LEN, ~sparse & (r.val_len != q * 64)),
+        ]
+        first = ErrorReason.NONE.value
+        for reason, applies in reversed(reasons):
+            first = Mux(applies, reason.value, first)
+
+        want = Signal(ErrorReason)
+        since = Signal(range(4))  # cycles since the last accepted request
+        accepted = Signal()
+        with m.If(p.req.valid & p.req.ready):
+            m.d.sync += [want.eq(first), since.eq(0), accepted.eq(1)]
+        with m.Elif(since < 3):
+            m.d.sync += since.eq(since + 1)
+        with m.If(accepted & (since == 0)):
+            m.d.comb += [Assert(p.state.as_value() == Mux(want == ErrorReason.NONE, LoaderState.ACTIVE.value, LoaderState.FAILED.value),
+                                "wrong state after a request"),
+                         Assert((want == ErrorReason.NONE) | (p.reason.as_value() == want.as_value()), "wrong error reason")]
+        with m.If(accepted & (want != ErrorReason.NONE) & (since == 2)):
+            m.d.comb += Assert(p.failed, "the skip beats of a failed request are not out")
+
+
+def test_malformed_request_fails_with_its_reason_and_skips():
+    prove(LoaderSpec(loader.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 4, "loader")
+
+
+def test_loader_mutant_with_off_by_one_wrap_check_fails():
+    """A stream ending on the last byte of the address space taken for a wrap is caught."""
+    bad = mutant(loader, "((a + n - 1) >> self.addr_bits).any()", "((a + n) >> self.addr_bits).any()")
+    with pytest.raises(FormalFailure, match="wrong state|wrong error reason"):
+        prove(LoaderSpec(bad.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 4, "loader_mutant")
