@@ -2,10 +2,13 @@
 tests/test_pe_rtl.py runs on Icarus and Verilator, here without a Verilog build."""
 
 import pytest
+from amaranth.hdl import Assert
 from amaranth.sim import Simulator
 
+from deca.hw import pe
 from deca.hw.params import ParameterError
 from deca.hw.pe import PE
+from deca.hw.tout import TOut
 from deca.sim.bench.bus import AmaranthBus
 from deca.sim.bench.pe_bench import PROCEDURES, Bench
 
@@ -26,6 +29,41 @@ CASES = [
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 4}),
     ("squash_recovery", 8, 4, {**FEW, "loaders": 4}),
 ]
+
+
+class CheckedTOut(TOut):
+    """TOut with its invariant as a simulation ``Assert``: a chunk never goes into a buffer that is
+    still full (the loaders' hold guarantees it; TOut's ``chunks.ready`` is 1). Kept out of
+    hw/tout.py because Yosys writes Asserts as SystemVerilog ``assert``, which Icarus (-g2005)
+    rejects."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        with m.If(self.chunks.valid & self.chunks.ready):
+            m.d.sync += Assert(~self.full.bit_select(self.target, 1), "TOut written while its target buffer is full")
+        return m
+
+
+@pytest.fixture(autouse=True)
+def checked_tout(monkeypatch):
+    monkeypatch.setattr(pe, "TOut", CheckedTOut)
+
+
+def test_tout_check_catches_a_write_into_a_full_buffer():
+    dut = CheckedTOut(8, 8)
+
+    async def bench(ctx):
+        # Two one-chunk tiles into buffer 0 without a completion in between.
+        ctx.set(dut.chunks.valid, 1)
+        ctx.set(dut.chunks.payload.last, 1)
+        await ctx.tick()
+        await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    with pytest.raises(AssertionError, match="target buffer is full"):
+        sim.run()
 
 
 def simulate(W, L, procedure, seed, **params):
