@@ -69,5 +69,6 @@ ensure_baseline() {
 
 ensure_venv
 ensure_iverilog
+ensure_opensta
 ensure_cxx
 ensure_baseline

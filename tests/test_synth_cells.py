@@ -235,6 +235,50 @@ def test_sta_equals_the_hand_computed_path(tmp_path, cell_text):
     assert t.period_ps == pytest.approx(max(expected, 2 * t.io_ps))
 
 
+TINY_VERILOG = f"""module top(clk, a, y);
+  input clk, a;
+  output y;
+  wire d1, q1, n1, n2, q2;
+  {DFF} f1 (.CLK(clk), .D(d1), .QN(q1));
+  {INV} i1 (.A(q1), .Y(n1));
+  {NAND} g1 (.A(n1), .B(a), .Y(n2));
+  {DFF} f2 (.CLK(clk), .D(n2), .QN(q2));
+  {INV} i2 (.A(q2), .Y(y));
+  {INV} i3 (.A(q2), .Y(d1));
+endmodule
+"""
+
+
+@pytest.mark.skipif(shutil.which("sta") is None, reason="OpenSTA (sta) is not installed (scripts/bootstrap.sh installs it)")
+def test_sta_against_opensta(tmp_path):
+    """OpenSTA on the same netlist, liberty and clock: it follows rise and fall separately through
+    each cell's unateness, so the flow's worst-of-both per arc is at least its answer, and only a
+    little more."""
+    import subprocess
+
+    libs = []
+    for path in flow.ASAP7_LIBERTIES:
+        if "_AO_" in path.name or "_OA_" in path.name:
+            continue
+        libs.append(tmp_path / path.name.removesuffix(".gz"))
+        libs[-1].write_bytes(gzip.decompress(path.read_bytes()))
+    (tmp_path / "tiny.v").write_text(TINY_VERILOG)
+    (tmp_path / "run.tcl").write_text("\n".join([*(f"read_liberty {lib.name}" for lib in libs), "read_verilog tiny.v",
+                                                 "link_design top", "create_clock -name clk -period 1000 [get_ports clk]",
+                                                 "set_clock_transition 20 [get_clocks clk]",
+                                                 "report_checks -from [get_pins f1/CLK] -to [get_pins f2/D] -digits 4",
+                                                 "exit", ""]))
+    out = subprocess.run(["sta", "-no_splash", "-exit", "run.tcl"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120).stdout
+    arrival = float(re.search(r"([\d.]+)\s+data arrival time", out).group(1))
+    setup = -float(re.search(r"(-[\d.]+)\s+[\d.]+\s+library setup time", out).group(1))
+    (tmp_path / "tiny.blif").write_text(TINY)
+    ours = sta.timing(sta.Design(read_blif(tmp_path / "tiny.blif", gates=False), "top", str,
+                                 read(flow.ASAP7_LIBERTIES), sram.fit())).critical_ps
+    print(f"OpenSTA {arrival} + setup {setup} = {arrival + setup:.3f} ps; deca.synth.sta {ours:.3f} ps")
+    assert arrival + setup <= ours <= 1.1 * (arrival + setup)
+
+
 def test_sta_macro_paths_use_the_model_times(tmp_path):
     """A flip-flop feeding a macro's address ends with the macro's setup; the macro's read data
     starts at its access time."""
@@ -441,3 +485,19 @@ def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
     assert float(row["measured_tflops"]) == pytest.approx(25.0)
     for png in ("area_depth.png", "throughput_per_area.png"):
         assert (out / png).read_bytes().startswith(b"\x89PNG")
+
+
+def test_design_too_large_is_one_line(tmp_path, monkeypatch):
+    """A Yosys run that runs out of memory: one line saying the design is too large."""
+    import subprocess
+
+    from deca.synth import tools
+
+    def oom(cmd, cwd, capture_output, text):
+        return subprocess.CompletedProcess(cmd, 1, "", "terminate called after throwing an instance of "
+                                                        "'std::bad_alloc'\n  what():  std::bad_alloc\n")
+
+    monkeypatch.setattr(tools.subprocess, "run", oom)
+    with pytest.raises(flow.ToolError) as e:
+        tools.run_yosys("x.ys", tmp_path, "Yosys mapping of big.v")
+    assert "design is too large" in str(e.value) and len(str(e.value).splitlines()) == 1
