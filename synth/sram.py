@@ -17,6 +17,7 @@ read side (one read-write port). The L LUT replicas are separate memories, so th
 (Yosys would merge their identical flip-flops).
 """
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,7 +58,8 @@ class MacroModel:
         return words * width >= self.min_bits
 
     def to_dict(self):
-        return asdict(self)
+        """As stored in the cache's JSON (tuples become lists, so a stored result compares equal)."""
+        return json.loads(json.dumps(asdict(self)))
 
 
 def fit(paths=FAKERAM, min_bits=MIN_MACRO_BITS):
