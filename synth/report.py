@@ -141,6 +141,11 @@ def cells_lines(result):
              f"  start {path[0]['cell']} in {path[0]['block']} ({path[0]['module']}), "
              f"end {path[-1]['cell']} in {path[-1]['block']} ({path[-1]['module']}); {n} cells:"]
     lines += ["    " + (_step(s) if s else f"... {n - 2 * PATH_ENDS} cells ...") for s in shown]
+    io = t["io_path"]
+    if io:
+        lines.append(f"  longest input/output path: {len(io)} steps from {io[0]['cell']} ({io[0]['block']}, "
+                     f"{io[0]['module']}) to {io[-1]['cell']} ({io[-1]['block']}, {io[-1]['module']}); by block: "
+                     + ", ".join(f"{b} {ps:.0f} ps" for b, ps in _by_block(io)))
     lines += [f"power at {result.power['frequency_ghz']} GHz: {power_mw:.1f} mW = leakage {total.leakage_mw:.1f} + "
               f"dynamic {total.dynamic_mw:.1f} (activity: {result.power['activity']}); "
               f"paper: {PAPER_POWER_W * 1e3 / PAPER_PES:.0f} mW per PE ({PAPER_POWER_W} W / {PAPER_PES}), "
@@ -159,6 +164,14 @@ def cells_lines(result):
               f"{MacroModel(**model).area(words, width, ports):,.0f} µm² each"
               for (block, words, width, ports), count in sorted(shapes.items())]
     return lines
+
+
+def _by_block(path):
+    """(block, ps) of a path's steps, largest first."""
+    shares = {}
+    for step in path:
+        shares[step["block"]] = shares.get(step["block"], 0.0) + step["delay_ps"]
+    return sorted(shares.items(), key=lambda x: -x[1])
 
 
 def format_cells(result):

@@ -57,6 +57,7 @@ class Timing:
     period_ps: float             # max(critical, 2 x io)
     limit: str                   # "register to register" or "input/output"
     path: list                   # PathStep of the critical register-to-register path
+    io_path: list                # PathStep of the longest input-to-register or register-to-output path
     per_block_ps: dict           # block -> its cells' share of that path
     cells: int
 
@@ -232,8 +233,8 @@ def timing(design):
     if not reg:
         raise NetlistError("no register-to-register path: the design has no flip-flops or macros in a path")
     critical = max(reg)
-    io = max([e for e in ends("i") if e[1] is not None] + [e for e in ends("r") if e[1] is None],
-             default=(0.0, None, None))
+    io_ends = [("i", e) for e in ends("i") if e[1] is not None] + [("r", e) for e in ends("r") if e[1] is None]
+    io_tag, io = max(io_ends, key=lambda x: x[1][0], default=(None, (0.0, None, None)))
     through = max([e for e in ends("i") if e[1] is None], default=(0.0, None, None))
     path = _trace(design, arrival["r"], critical)
     per_block = {}
@@ -242,7 +243,8 @@ def timing(design):
     period = max(critical[0], 2 * io[0])
     return Timing(critical_ps=critical[0], io_ps=io[0], through_ps=through[0], period_ps=period,
                   limit="register to register" if critical[0] >= 2 * io[0] else "input/output",
-                  path=path, per_block_ps=per_block, cells=len(cells))
+                  path=path, io_path=_trace(design, arrival[io_tag], io) if io_tag else [],
+                  per_block_ps=per_block, cells=len(cells))
 
 
 def _topological(design, comb):
@@ -273,11 +275,19 @@ def _topological(design, comb):
 
 
 def _trace(design, arr, end):
+    """The cells of the path ending at ``end`` (its total, endpoint cell or None for an output, net);
+    a path from an input starts with a step named "input"."""
     total, index, net = end
     steps = []
-    module, kind, _, _ = design.cells[index]
-    steps.append(PathStep(kind, module, design.block_of(module), total - arr[net][0], total))
+    if index is not None:
+        module, kind, _, _ = design.cells[index]
+        steps.append(PathStep(kind, module, design.block_of(module), total - arr[net][0], total))
+    else:
+        steps.append(PathStep("output", design.top, design.block_of(design.top), 0.0, total))
     while True:
+        if arr[net][2] is None:
+            steps.append(PathStep("input", design.top, design.block_of(design.top), 0.0, 0.0))
+            break
         at, _, (cell, source) = arr[net]
         module, kind, _, _ = design.cells[cell]
         before = arr[source][0] if source is not None else 0.0

@@ -233,6 +233,7 @@ def test_sta_equals_the_hand_computed_path(tmp_path, cell_text):
                   + _lookup(inv, "Y", "A", "combinational", rise_fall, s_q2, 0.0))
     assert t.io_ps == pytest.approx(max(in_to_reg, reg_to_out), rel=1e-9)
     assert t.period_ps == pytest.approx(max(expected, 2 * t.io_ps))
+    assert t.io_path[0].cell in ("input", DFF) and t.io_path[-1].cell in ("output", DFF)
 
 
 TINY_VERILOG = f"""module top(clk, a, y);
@@ -383,7 +384,7 @@ def test_area_is_the_sum_of_liberty_cell_areas_and_macros(results, cell_text):
     assert r.total.area == pytest.approx(cells + macros + buffers, rel=1e-6)
     assert r.total.macro_area == pytest.approx(macros, rel=1e-9)
     # The L = 4 LUTs of 256 BF16 entries, as 4 banks of 64 each: 16 macros, none merged.
-    assert r.total.macros == 16 and r.total.macro_bits == 4 * LUT_ENTRIES * BF16_BITS
+    assert r.total.macros == 16 and r.total.macro_bits == r.total.memory_bits == 4 * LUT_ENTRIES * BF16_BITS
     assert {(m["words"], m["width"], m["block"]) for m in r.macros} == {(64, 16, "LUT array")}
 
 
