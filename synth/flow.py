@@ -365,8 +365,9 @@ def _macro_list(design, model):
             return [tuple(bits.get(i * abits + k) for k in range(abits)) for i in range(count)]
 
         n_ports = sram.ports(split("RD_ADDR", int(params["RD_PORTS"], 2)), split("WR_ADDR", int(params["WR_PORTS"], 2)))
-        out.append({"module": module, "block": block_of(module, design.top), "memory": params.get("MEMID", "").strip('"\\'),
-                    "words": words, "width": width, "ports": n_ports, "area": model.area(words, width, n_ports)})
+        out.append({"module": module, "block": block_of(module, design.top),
+                    "memory": params.get("MEMID", "").strip('"\\'), "words": words, "width": width,
+                    "ports": n_ports, "area": model.area(words, width, n_ports)})
     return out
 
 
@@ -452,8 +453,8 @@ def run_cells(work, verilog, top, source, tech):
         buffer_area = buffers * (design.buffer.area if design.buffer else 0.0)
         return BlockStats(cells=cells, flip_flops=sum(n for t, n in cells.items() if t in sequential),
                           memory_bits=sum(memory_bits.get(m, 0) * count[m] for m in modules), modules=sorted(modules),
-                          area=cell_area + macro_area + buffer_area, macro_area=macro_area, buffer_area=buffer_area, buffers=buffers,
-                          macros=len(mine),
+                          area=cell_area + macro_area + buffer_area, macro_area=macro_area, buffer_area=buffer_area,
+                          buffers=buffers, macros=len(mine),
                           macro_bits=sum(x["words"] * x["width"] for x in mine),
                           leakage_mw=sum(power.leakage_mw.get(b, 0.0) for b in blocks),
                           dynamic_mw=sum(power.dynamic_mw.get(b, 0.0) for b in blocks),

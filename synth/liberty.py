@@ -189,13 +189,14 @@ class Library:
             out = c.pins[c.outputs[0]]
             cin = max(p.capacitance for n, p in c.pins.items() if n not in c.outputs)
             return (out.max_capacitance or 0.0) / cin if cin else 0.0
-        return max((c for c in self.buffers() if c.pins[c.outputs[0]].max_capacitance), key=lambda c: (gain(c), -c.area),
-                   default=None)
+        driving = [c for c in self.buffers() if c.pins[c.outputs[0]].max_capacitance]
+        return max(driving, key=lambda c: (gain(c), -c.area), default=None)
 
 
 def _table(group, templates, time, cap, value_scale, source):
     template = templates.get(group.args[0] if group.args else "", {})
-    idx = {k: _floats(group.attrs[k][0]) if k in group.attrs else template.get(k, [0.0]) for k in ("index_1", "index_2")}
+    idx = {k: _floats(group.attrs[k][0]) if k in group.attrs else template.get(k, [0.0])
+           for k in ("index_1", "index_2")}
     vars_ = [template.get("variable_1"), template.get("variable_2")]
     scale = {"slew": time, "clock_slew": time, "load": cap}
     names = [VARIABLES.get(v) if v else None for v in vars_]
@@ -278,7 +279,8 @@ def _cell(c, templates, types, time, cap, leak, source):
                         for edge, key in keys if t.all(key)}
             delay = tables((("rise", "cell_rise"), ("fall", "cell_fall"))) or tables(
                 (("rise", "rise_constraint"), ("fall", "fall_constraint")))
-            pin.arcs.append(Arc(related=t.attrs.get("related_pin", ""), kind=t.attrs.get("timing_type", "combinational"),
+            pin.arcs.append(Arc(related=t.attrs.get("related_pin", ""),
+                                kind=t.attrs.get("timing_type", "combinational"),
                                 delay=delay, slew=tables((("rise", "rise_transition"), ("fall", "fall_transition")))))
         for p in (s for s in groups if s.name == "internal_power"):
             energy = {edge: _table(p.all(key)[0], templates, time, cap, cap, source)

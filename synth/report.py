@@ -130,7 +130,8 @@ def cells_lines(result):
     lines = [f"{result.top} ({where}): {result.tech}, standard cells and SRAM macros; Yosys {result.seconds:.0f} s",
              "", format_table(_cell_rows(result), CELL_COLUMNS), "",
              f"area by the paper's groups (section 7.4): {_groups_text(paper_split(result), PAPER_SPLIT)}",
-             f"{PAPER_PES} PEs: {total.area:,.0f} µm² x {PAPER_PES} = {pe_mm2:.2f} mm² (paper: {PAPER_AREA_MM2} mm², "
+             f"{PAPER_PES} PEs: {total.area:,.0f} µm² x {PAPER_PES} = {pe_mm2:.2f} mm² "
+             f"(paper: {PAPER_AREA_MM2} mm², "
              f"{pe_mm2 / PAPER_AREA_MM2:.2f}x)",
              f"critical path (register to register, setup included): {t['critical_ps']:.0f} ps; input to register "
              f"or register to output (half a period each): {t['io_ps']:.0f} ps -> period {t['period_ps']:.0f} ps, "

@@ -83,7 +83,7 @@ def _cap(body, pin):
     return max(float(v) for v in re.findall(r"\b(?:rise_|fall_)?capacitance\s*:\s*([\d.]+)", p))
 
 
-def _table(group_body, templates):
+def _table(group_body):
     idx = [[float(x) for x in re.search(rf"{k}\s*\(\s*\"([^\"]*)\"", group_body).group(1).split(",")]
            for k in ("index_1", "index_2")]
     rows = re.findall(r"\"([^\"]*)\"", group_body.split("values", 1)[1])
@@ -95,11 +95,12 @@ def _lookup(body, pin, related, kind, names, x1, x2):
     """max over ``names`` (e.g. cell_rise, cell_fall) of the table of ``pin``'s arc from ``related``
     of timing type ``kind``, at (x1, x2): bilinear with linear extrapolation."""
     for _, timing in _groups(_pin(body, pin), "timing"):
-        if re.search(rf"related_pin\s*:\s*\"?{related}\"?", timing) and re.search(rf"timing_type\s*:\s*{kind};", timing):
+        if (re.search(rf"related_pin\s*:\s*\"?{related}\"?", timing)
+                and re.search(rf"timing_type\s*:\s*{kind};", timing)):
             best = []
             for name in names:
                 (tbl,) = [b for _, b in _groups(timing, name)]
-                idx, values = _table(tbl, None)
+                idx, values = _table(tbl)
                 f = RegularGridInterpolator(idx, values, bounds_error=False, fill_value=None)
                 best.append(float(f([[x1, x2]])[0]))
             return max(best)
@@ -250,7 +251,8 @@ endmodule
 """
 
 
-@pytest.mark.skipif(shutil.which("sta") is None, reason="OpenSTA (sta) is not installed (scripts/bootstrap.sh installs it)")
+@pytest.mark.skipif(shutil.which("sta") is None,
+                    reason="OpenSTA (sta) is not installed (scripts/bootstrap.sh installs it)")
 def test_sta_against_opensta(tmp_path):
     """OpenSTA on the same netlist, liberty and clock: it follows rise and fall separately through
     each cell's unateness, so the flow's worst-of-both per arc is at least its answer, and only a
@@ -265,7 +267,8 @@ def test_sta_against_opensta(tmp_path):
         libs[-1].write_bytes(gzip.decompress(path.read_bytes()))
     (tmp_path / "tiny.v").write_text(TINY_VERILOG)
     (tmp_path / "run.tcl").write_text("\n".join([*(f"read_liberty {lib.name}" for lib in libs), "read_verilog tiny.v",
-                                                 "link_design top", "create_clock -name clk -period 1000 [get_ports clk]",
+                                                 "link_design top",
+                                                 "create_clock -name clk -period 1000 [get_ports clk]",
                                                  "set_clock_transition 20 [get_clocks clk]",
                                                  "report_checks -from [get_pins f1/CLK] -to [get_pins f2/D] -digits 4",
                                                  "exit", ""]))
