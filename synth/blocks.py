@@ -22,6 +22,14 @@ BLOCK_NAMES = tuple(name for name, _ in BLOCKS) + (OTHER,)
 #: and TOut registers 55%, the LUT array 22%, the rest 23%.
 PAPER_POINT = (32, 8)
 PAPER_SPLIT = {"loaders, queues, TOut": 0.55, "LUT array": 0.22, "rest": 0.23}
+#: The paper's totals (sections 7.1 and 7.4): 56 PEs at 2.5 GHz take about 2.51 mm² and 3.1 W
+#: (dynamic power at maximum activity plus static), queues and registers about 50% of the power,
+#: the LUTs 21%, the rest 29%.
+PAPER_PES = 56
+PAPER_AREA_MM2 = 2.51
+PAPER_GHZ = 2.5
+PAPER_POWER_W = 3.1
+PAPER_POWER_SPLIT = {"loaders, queues, TOut": 0.50, "LUT array": 0.21, "rest": 0.29}
 PAPER_GROUP = {"loaders and queues": "loaders, queues, TOut", "TOut": "loaders, queues, TOut",
                "LUT array": "LUT array"}
 

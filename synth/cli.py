@@ -1,4 +1,5 @@
-"""``deca synth``: synthesize one design or sweep W x L, with area, depth, FPGA and throughput per area."""
+"""``deca synth``: synthesize one design or sweep W x L to standard cells (area, timing, power) or generic
+gates (transistors, depth), optionally ECP5, with throughput per area."""
 
 import multiprocessing
 import time
@@ -14,15 +15,17 @@ from deca.toolchain import ToolError
 
 from .blocks import PAPER_POINT
 from .dse import MEASURED_FILE, area_dse, load_measured
-from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, synthesize
-from .report import (format_result, format_sweep, plot_breakdown, plot_heatmaps, plot_throughput_per_area, write_csv,
-                     write_json)
+from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, TECHNOLOGIES, synthesize, technology
+from .report import (format_markdown, format_result, format_sweep, plot_breakdown, plot_heatmaps,
+                     plot_throughput_per_area, write_csv, write_json)
+from .sram import MIN_MACRO_BITS
 
 DEFAULT_OUT = Path("out/synth")
 
 
 def add_synth_parser(sub):
-    s = sub.add_parser("synth", help="Yosys area/depth estimate per block, optional ECP5 place and route, W x L sweep")
+    s = sub.add_parser("synth", help="area, timing and power per block (ASAP7 standard cells and SRAM macros, or "
+                                     "generic gates), optional ECP5 place and route, W x L sweep")
     s.add_argument("--W", type=number_list(int), help=f"elements per vOp (default {paper.DSE_BEST[0]}; "
                                                       f"with --sweep {','.join(map(str, W_CHOICES))})")
     s.add_argument("--L", type=number_list(int), help=f"big LUTs (default {paper.DSE_BEST[1]}; with --sweep "
@@ -31,6 +34,15 @@ def add_synth_parser(sub):
                                                     "(deca.hw.units; an unknown name lists them)")
     s.add_argument("--sweep", action="store_true", help="synthesize every (W, L) and write CSV, JSON and plots")
     s.add_argument("--jobs", type=int, default=1, help="designs synthesized in parallel in a sweep (default 1)")
+    s.add_argument("--tech", choices=TECHNOLOGIES, default="asap7",
+                   help="asap7 (default): the vendored ASAP7 7 nm standard cells with SRAM macros: µm², ps, mW; "
+                        "generic: NAND/NOR/NOT gates and flip-flops: transistors and logic depth")
+    s.add_argument("--liberty", nargs="+", type=Path, metavar="FILE",
+                   help="map to these liberty files (.lib or .lib.gz) instead of ASAP7 (SRAM macros keep the "
+                        "FakeRAM model)")
+    s.add_argument("--macro-min-bits", type=int, default=MIN_MACRO_BITS,
+                   help=f"memories of at least this many bits become SRAM macros, smaller ones flip-flops "
+                        f"(default {MIN_MACRO_BITS})")
     s.add_argument("--fpga", action="store_true", help="also place and route on an ECP5 with nextpnr (slow)")
     s.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     s.add_argument("--cache", type=Path, help="result cache folder (default OUT/cache)")
@@ -45,10 +57,17 @@ def add_synth_parser(sub):
     s.set_defaults(func=cmd_synth)
 
 
-def _point(W, L, design, work_dir, fpga, cache):
+def _point(W, L, design, work_dir, fpga, cache, tech):
     """One sweep point in a worker process: (result, wall seconds including a cache lookup)."""
     start = time.monotonic()
-    return synthesize(W, L, design, work_dir, fpga, cache), time.monotonic() - start
+    return synthesize(W, L, design, work_dir, fpga, cache, tech), time.monotonic() - start
+
+
+def _summary(result):
+    if result.tech == "generic":
+        return f"{result.total.transistors:,} transistors, depth {result.total.depth}"
+    return (f"{result.total.area:,.0f} µm², critical path {result.timing['critical_ps']:.0f} ps, "
+            f"{result.total.power_mw:.1f} mW")
 
 
 def _grid(Ws, Ls):
@@ -65,7 +84,7 @@ def _grid(Ws, Ls):
     return points
 
 
-def _sweep(args, design, cache):
+def _sweep(args, design, cache, tech):
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     points = _grid(args.W or W_CHOICES, args.L or L_GRID)
@@ -74,7 +93,7 @@ def _sweep(args, design, cache):
     results, failed = [], []
     # spawn: workers start clean instead of forking a process that may hold threads.
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_point, W, L, design, args.work_dir, args.fpga, cache): (W, L) for W, L in points}
+        futures = {pool.submit(_point, W, L, design, args.work_dir, args.fpga, cache, tech): (W, L) for W, L in points}
         for future in as_completed(futures):
             W, L = futures[future]
             try:
@@ -84,25 +103,36 @@ def _sweep(args, design, cache):
                 print(f"  W={W} L={L}: FAILED: {e}")
                 continue
             results.append(result)
-            print(f"  W={W} L={L}: {result.total.transistors:,} transistors, depth {result.total.depth} "
-                  f"({seconds:.0f} s)")
+            print(f"  W={W} L={L}: {_summary(result)} ({seconds:.0f} s)")
     results.sort(key=lambda r: (r.W, r.L))
     return results, failed
+
+
+def _markdown(result, out):
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{result.top}-{result.tech}.md"
+    path.write_text(format_markdown(result))
+    return path
 
 
 def cmd_synth(args):
     design = args.design or DEFAULT_DESIGN
     cache = args.cache or args.out / "cache"
+    if args.liberty and args.tech == "generic":
+        raise UsageError("--liberty maps to standard cells; it does not go with --tech generic")
+    tech = technology(args.tech, args.liberty, args.macro_min_bits)
     if not args.sweep:
         Ws, Ls = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]]
         if len(Ws) != 1 or len(Ls) != 1:
             raise UsageError("give one --W and one --L, or --sweep for several")
         check_params(Ws[0], Ls[0])
-        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache)
+        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech)
         print(format_result(result))
+        if result.tech != "generic":
+            print(f"wrote {_markdown(result, args.out)}")
         return 0
 
-    results, failed = _sweep(args, design, cache)
+    results, failed = _sweep(args, design, cache, tech)
     if not results:
         raise ToolError(f"every design failed to synthesize; see the logs under {args.work_dir}")
     measured = None
@@ -121,6 +151,8 @@ def cmd_synth(args):
     if paper_point:
         print("\n" + format_result(paper_point))
         written.append(plot_breakdown(paper_point, args.out / "breakdown.png"))
+        if paper_point.tech != "generic":
+            written.append(_markdown(paper_point, args.out))
     else:
         print(f"no breakdown plot: the paper's split is for W={PAPER_POINT[0]}, L={PAPER_POINT[1]}, not in this sweep")
     print("wrote " + ", ".join(map(str, written)))

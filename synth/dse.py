@@ -1,5 +1,6 @@
 """Throughput per area: the Roof-Surface exploration of ``deca.sim.model.dse`` with the synthesized
-transistor counts as its hardware cost, and measured throughput from a ``deca sweep`` folder."""
+area (µm² of standard cells and macros, or generic transistors) as its hardware cost, and measured
+throughput from a ``deca sweep`` folder."""
 
 import json
 from dataclasses import dataclass
@@ -15,38 +16,45 @@ MEASURED_FILE = "results.json"
 
 @dataclass
 class AreaDse:
-    """Roof-Surface predictions on the synthesized designs, costed in transistors."""
+    """Roof-Surface predictions on the synthesized designs, costed in area."""
 
-    points: list          # deca.sim.dse.DesignPoint, cost = transistors
+    points: list          # deca.sim.dse.DesignPoint, cost = area (``unit``)
     chosen: object        # the Roof-Surface's own pick (deca.sim.dse.choose), None if none qualifies
     best: object          # highest predicted geomean TFLOPS per transistor
     measured: dict        # (W, L) -> measured TFLOPS, empty without a deca sweep folder
     platform: str
     n: int
+    unit: str = "µm²"     # of the cost: "µm²" or "transistors"
+
+    @property
+    def per_area(self):
+        """What tflops_per_area is per: a million transistors or a mm² (both 1e6 units of cost)."""
+        return "mm²" if self.unit == "µm²" else "M transistors"
 
     def rows(self):
         rows = []
         for p in self.points:
             tflops, measured = p.geomean_flops / 1e12, self.measured.get((p.W, p.L))
-            rows.append({"W": p.W, "L": p.L, "transistors": p.cost, "tflops": tflops,
-                         "tflops_per_mtr": tflops / p.cost * 1e6, "vec_bound": len(p.vec_bound),
+            rows.append({"W": p.W, "L": p.L, "cost": p.cost, "tflops": tflops,
+                         "tflops_per_area": tflops / p.cost * 1e6, "vec_bound": len(p.vec_bound),
                          "measured_tflops": measured,
-                         "measured_per_mtr": None if measured is None else measured / p.cost * 1e6})
+                         "measured_per_area": None if measured is None else measured / p.cost * 1e6})
         return rows
 
     @property
     def best_measured(self):
-        """(W, L) with the highest measured TFLOPS per transistor, None without measurements."""
-        rows = [r for r in self.rows() if r["measured_per_mtr"] is not None]
-        best = max(rows, key=lambda r: r["measured_per_mtr"], default=None)
+        """(W, L) with the highest measured TFLOPS per area, None without measurements."""
+        rows = [r for r in self.rows() if r["measured_per_area"] is not None]
+        best = max(rows, key=lambda r: r["measured_per_area"], default=None)
         return None if best is None else (best["W"], best["L"])
 
 
 def area_dse(results, platform="spr-hbm", n=16, kernels=TABLE2_KERNELS, measured=None):
     """Explore the designs of ``results`` (SynthResults with W and L) on the paper's Table 2 kernels."""
-    cost = {(r.W, r.L): r.total.transistors for r in results}
+    cost = {(r.W, r.L): r.area for r in results}
     points = explore(get_platform(platform), parse_kernels(",".join(kernels)), sorted(cost), n, cost=cost)
-    return AreaDse(points, choose(points), best_value(points), measured or {}, platform, n)
+    unit = "transistors" if results[0].tech == "generic" else "µm²"
+    return AreaDse(points, choose(points), best_value(points), measured or {}, platform, n, unit)
 
 
 def load_measured(folder):

@@ -24,7 +24,10 @@ class Model:
     """One BLIF ``.model``: nets numbered locally in order of appearance."""
 
     nets: dict = field(default_factory=dict)        # net name -> local index
+    inputs: list = field(default_factory=list)      # port nets
+    outputs: list = field(default_factory=list)
     gates: list = field(default_factory=list)       # (cell type, input nets, output net)
+    cells: list = field(default_factory=list)       # (cell type, [(pin, net)], {parameter: value}): leaf cells
     instances: list = field(default_factory=list)   # (model name, [(port, net)])
     conns: list = field(default_factory=list)       # (net, net): the same wire
 
@@ -46,9 +49,11 @@ def _lines(path):
                 yield number, line.split()
 
 
-def read_blif(path):
-    """The models of a BLIF file written by ``write_blif -icells -conn`` (model name -> Model)."""
-    models, model = {}, None
+def read_blif(path, gates=True):
+    """The models of a BLIF file written by ``write_blif -icells -conn [-param]`` (model name ->
+    Model). ``gates``: also turn the leaf cells into single-output gates of Yosys's internal cell
+    library (the generic flow's depth); a liberty netlist is read with ``gates=False``."""
+    models, model, params = {}, None, None
     for number, words in _lines(path):
         keyword = words[0]
         if keyword == ".model":
@@ -56,13 +61,15 @@ def read_blif(path):
         elif model is None:
             raise NetlistError(f"{path}:{number}: {keyword} outside a .model")
         elif keyword in (".inputs", ".outputs"):
-            for name in words[1:]:
-                model.net(name)
+            getattr(model, keyword[1:]).extend(model.net(name) for name in words[1:])
         elif keyword == ".subckt":
             pins = [pin.split("=", 1) for pin in words[2:]]
             if any(len(pin) != 2 for pin in pins):
                 raise NetlistError(f"{path}:{number}: a .subckt pin is not PIN=NET")
-            model.instances.append((words[1], [(port, model.net(net)) for port, net in pins]))
+            params = {}
+            model.instances.append((words[1], [(port, model.net(net)) for port, net in pins], params))
+        elif keyword == ".param" and params is not None and len(words) >= 3:
+            params[words[1]] = " ".join(words[2:])
         elif keyword == ".conn":
             model.conns.append((model.net(words[1]), model.net(words[2])))
         elif keyword == ".end":
@@ -71,10 +78,10 @@ def read_blif(path):
             raise NetlistError(f"{path}:{number}: unexpected {keyword} (expected a mapped netlist "
                                "of .subckt cells)")
     for model in models.values():
-        # A .subckt of a type no model defines is a gate.
-        cells = [(kind, pins) for kind, pins in model.instances if kind not in models]
-        model.instances = [(kind, pins) for kind, pins in model.instances if kind in models]
-        for kind, pins in cells:
+        # A .subckt of a type no model defines is a leaf cell.
+        model.cells = [cell for cell in model.instances if cell[0] not in models]
+        model.instances = [(kind, pins) for kind, pins, _ in model.instances if kind in models]
+        for kind, pins, _ in model.cells if gates else ():
             outs = [net for port, net in pins if port in OUTPUT_PINS]
             if len(outs) != 1:
                 raise NetlistError(f"{path}: cell {kind} has {len(outs)} outputs (expected one Y or Q)")
@@ -82,18 +89,20 @@ def read_blif(path):
     return models
 
 
-def _find(parent, x):
+def find(parent, x):
+    """The representative of net ``x`` (union-find with path halving)."""
     while parent[x] != x:
         parent[x] = parent[parent[x]]
         x = parent[x]
     return x
 
 
-def _flatten(models, top, group_of):
-    """Gates of the whole design over global nets: (group, cell type, input nets, output net)."""
+def flatten(models, top):
+    """Every instance of every model in the design over global nets: (union-find parent array,
+    [(model name, base)]); model ``m``'s local net ``n`` of an instance is ``find(parent, base + n)``."""
     if top not in models:
         raise NetlistError(f"the netlist has no model {top!r}")
-    parent, gates = [], []
+    parent, placed = [], []
 
     def instance(name):
         model = models[name]
@@ -104,20 +113,26 @@ def _flatten(models, top, group_of):
     stack = [(top, instance(top))]
     while stack:
         name, base = stack.pop()
-        model, group = models[name], group_of(name)
+        placed.append((name, base))
+        model = models[name]
         for a, b in model.conns:
-            parent[_find(parent, base + a)] = _find(parent, base + b)
-        for kind, ins, out in model.gates:
-            gates.append((group, kind, [base + n for n in ins], base + out))
+            parent[find(parent, base + a)] = find(parent, base + b)
         for child, pins in model.instances:
             child_base = instance(child)
             child_nets = models[child].nets
             for port, net in pins:
                 if port not in child_nets:
                     raise NetlistError(f"module {child} has no port {port!r} (instantiated in {name})")
-                parent[_find(parent, child_base + child_nets[port])] = _find(parent, base + net)
+                parent[find(parent, child_base + child_nets[port])] = find(parent, base + net)
             stack.append((child, child_base))
-    return [(group, kind, [_find(parent, n) for n in ins], _find(parent, out)) for group, kind, ins, out in gates]
+    return parent, placed
+
+
+def _flatten(models, top, group_of):
+    """Gates of the whole design over global nets: (group, cell type, input nets, output net)."""
+    parent, placed = flatten(models, top)
+    return [(group_of(name), kind, [find(parent, base + n) for n in ins], find(parent, base + out))
+            for name, base in placed for kind, ins, out in models[name].gates]
 
 
 def depths(models, top, group_of, flip_flops):

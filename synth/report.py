@@ -11,11 +11,17 @@ from matplotlib.figure import Figure
 
 from deca.golden.summary import format_table
 
-from .blocks import BLOCK_NAMES, PAPER_POINT, PAPER_SPLIT, paper_group
+from .blocks import (BLOCK_NAMES, PAPER_AREA_MM2, PAPER_GHZ, PAPER_PES, PAPER_POINT, PAPER_POWER_SPLIT,
+                     PAPER_POWER_W, PAPER_SPLIT, paper_group)
 from .flow import FF_CELL, FPGA_TARGET_MHZ
+from .sram import MacroModel
 
 FLOW_NOTE = ("Yosys, generic CMOS: NAND/NOR/NOT gates (abc -g cmos2) and D flip-flops, transistors from "
              "stat -tech cmos; depth = gates on the longest combinational path")
+
+CELLS_NOTE = ("Yosys to liberty standard cells (dfflibmap, abc -liberty), memories of at least the macro rule's "
+              "size as SRAM macros of a FakeRAM-calibrated model; area from stat -liberty and the model, timing and "
+              "power from deca.synth.sta")
 
 BLOCK_COLUMNS = {
     "block": ("block", "{}"),
@@ -39,11 +45,17 @@ def _block_row(name, stats, whole):
             "depth": stats.depth, "types": _types(stats.cells)}
 
 
-def paper_split(result):
-    """Share of the transistors in each group of the paper's three-way split (section 7.4)."""
+def _size(stats, result):
+    return stats.area if result.tech != "generic" else stats.transistors
+
+
+def paper_split(result, value=None):
+    """Share of the area (or of ``value(stats)``) in each group of the paper's three-way split
+    (section 7.4)."""
+    value = value or (lambda stats: _size(stats, result))
     shares = dict.fromkeys(PAPER_SPLIT, 0.0)
     for name, stats in result.blocks.items():
-        shares[paper_group(name)] += stats.transistors / result.total.transistors
+        shares[paper_group(name)] += value(stats) / value(result.total)
     return shares
 
 
@@ -53,6 +65,8 @@ def _split_text(shares):
 
 def format_result(result):
     """The console report of one design: per-block table, the paper's split, the FPGA estimate."""
+    if result.tech != "generic":
+        return format_cells(result)
     where = f"{result.design}, W={result.W}, L={result.L}" if result.W is not None else "from file"
     whole = result.total.transistors
     rows = [_block_row(name, result.blocks[name], whole) for name in BLOCK_NAMES if name in result.blocks]
@@ -66,6 +80,122 @@ def format_result(result):
     if result.fpga:
         lines += ["", format_fpga(result.fpga)]
     return "\n".join(lines)
+
+
+# Standard cells -----------------------------------------------------------------------------------
+
+CELL_COLUMNS = {
+    "block": ("block", "{}"),
+    "area": ("area µm²", "{:,.0f}"),
+    "share": ("% of PE", "{:.1%}"),
+    "paper": ("paper group (its share)", "{}"),
+    "macro_area": ("of it SRAM µm²", "{:,.0f}"),
+    "macros": ("macros", "{}"),
+    "buffer_area": ("tree buffers µm²", "{:,.1f}"),
+    "flip_flops": ("flip-flops", "{:,}"),
+    "cells": ("cells", "{:,}"),
+    "path_ps": ("crit. path ps", "{:.0f}"),
+    "power": ("power mW", "{:.2f}"),
+    "leakage": ("of it leakage", "{:.2f}"),
+}
+
+
+def _cell_row(name, stats, whole, group):
+    return {"block": name, "area": stats.area, "share": stats.area / whole.area, "paper": group,
+            "macro_area": stats.macro_area, "macros": stats.macros, "buffer_area": stats.buffer_area,
+            "flip_flops": stats.flip_flops,
+            "cells": stats.num_cells, "path_ps": stats.path_ps, "power": stats.power_mw, "leakage": stats.leakage_mw}
+
+
+def _groups_text(shares, paper):
+    return ", ".join(f"{group} {shares[group]:.0%} (paper {paper[group]:.0%})" for group in paper)
+
+
+#: Cells of the critical path listed at each end; the middle is summarized.
+PATH_ENDS = 5
+
+
+def _step(s):
+    return f"{s['cell']:<28} {s['delay_ps']:7.1f} ps  at {s['arrival_ps']:7.1f}  {s['block']}: {s['module']}"
+
+
+def cells_lines(result):
+    """The standard-cell report as lines of text: blocks, paper comparisons, path, power, macros."""
+    t, total, model = result.timing, result.total, result.macro_model
+    where = f"{result.design}, W={result.W}, L={result.L}" if result.W is not None else "from file"
+    pe_mm2 = total.area * PAPER_PES / 1e6
+    path, n = t["path"], len(t["path"])
+    shown = path if n <= 2 * PATH_ENDS else path[:PATH_ENDS] + [None] + path[-PATH_ENDS:]
+    power_mw = total.power_mw
+    lines = [f"{result.top} ({where}): {result.tech}, standard cells and SRAM macros; Yosys {result.seconds:.0f} s",
+             "", format_table(_cell_rows(result), CELL_COLUMNS), "",
+             f"area by the paper's groups (section 7.4): {_groups_text(paper_split(result), PAPER_SPLIT)}",
+             f"{PAPER_PES} PEs: {total.area:,.0f} µm² x {PAPER_PES} = {pe_mm2:.2f} mm² "
+             f"(paper: {PAPER_AREA_MM2} mm², "
+             f"{pe_mm2 / PAPER_AREA_MM2:.2f}x)",
+             f"critical path (register to register, setup included): {t['critical_ps']:.0f} ps; input to register "
+             f"or register to output (half a period each): {t['io_ps']:.0f} ps -> period {t['period_ps']:.0f} ps, "
+             f"fmax {t['fmax_ghz']:.2f} GHz ({t['limit']} bound; paper: {PAPER_GHZ} GHz); input to output, "
+             f"combinational (not in the period): {t['through_ps']:.0f} ps",
+             "  by block: " + ", ".join(f"{b} {ps:.0f} ps ({ps / t['critical_ps']:.0%})"
+                                        for b, ps in sorted(t["per_block_ps"].items(), key=lambda x: -x[1])),
+             f"  start {path[0]['cell']} in {path[0]['block']} ({path[0]['module']}), "
+             f"end {path[-1]['cell']} in {path[-1]['block']} ({path[-1]['module']}); {n} cells:"]
+    lines += ["    " + (_step(s) if s else f"... {n - 2 * PATH_ENDS} cells ...") for s in shown]
+    io = t["io_path"]
+    if io:
+        lines.append(f"  longest input/output path: {len(io)} steps from {io[0]['cell']} ({io[0]['block']}, "
+                     f"{io[0]['module']}) to {io[-1]['cell']} ({io[-1]['block']}, {io[-1]['module']}); by block: "
+                     + ", ".join(f"{b} {ps:.0f} ps" for b, ps in _by_block(io)))
+    lines += [f"power at {result.power['frequency_ghz']} GHz: {power_mw:.1f} mW = leakage {total.leakage_mw:.1f} + "
+              f"dynamic {total.dynamic_mw:.1f} (activity: {result.power['activity']}); "
+              f"paper: {PAPER_POWER_W * 1e3 / PAPER_PES:.0f} mW per PE ({PAPER_POWER_W} W / {PAPER_PES}), "
+              f"{power_mw / (PAPER_POWER_W * 1e3 / PAPER_PES):.2f}x",
+              "  by the paper's groups: " + _groups_text(paper_split(result, lambda s: s.power_mw), PAPER_POWER_SPLIT),
+              f"SRAM macro model (fit on {', '.join(c[0] for c in model['calibration'])}): area = ports x "
+              f"{model['per_port']:.1f} + bits x {model['per_bit']:.5f} + words x {model['per_word']:.4f} µm²; "
+              f"access {model['access_ps']:.0f} ps, setup {model['setup_ps']:.0f} ps, "
+              f"{model['leakage_uw']:.1f} µW leakage, {model['energy_fj']:.0f} fJ per access; "
+              f"memories of >= {model['min_bits']} bits are macros, smaller ones flip-flops"]
+    shapes = {}
+    for m in result.macros:
+        key = (m["block"], m["words"], m["width"], m["ports"])
+        shapes[key] = shapes.get(key, 0) + 1
+    lines += [f"  {count} x {words}x{width} ({ports} port{'s' if ports > 1 else ''}) in {block}: "
+              f"{MacroModel(**model).area(words, width, ports):,.0f} µm² each"
+              for (block, words, width, ports), count in sorted(shapes.items())]
+    return lines
+
+
+def _by_block(path):
+    """(block, ps) of a path's steps, largest first."""
+    shares = {}
+    for step in path:
+        shares[step["block"]] = shares.get(step["block"], 0.0) + step["delay_ps"]
+    return sorted(shares.items(), key=lambda x: -x[1])
+
+
+def format_cells(result):
+    return "\n".join(cells_lines(result))
+
+
+def _cell_rows(result):
+    total = result.total
+    rows = [_cell_row(name, result.blocks[name], total, f"{paper_group(name)} ({PAPER_SPLIT[paper_group(name)]:.0%})")
+            for name in BLOCK_NAMES if name in result.blocks]
+    return rows + [_cell_row("whole design", total, total, "")]
+
+
+def format_markdown(result):
+    """The standard-cell report as Markdown: the block table, then the rest as a list."""
+    lines = cells_lines(result)
+    heads = [h for h, _ in CELL_COLUMNS.values()]
+    body = ["| " + " | ".join(fmt(row[k]) if callable(fmt) else fmt.format(row[k])
+                              for k, (_, fmt) in CELL_COLUMNS.items()) + " |" for row in _cell_rows(result)]
+    # lines: title, blank, the text table, blank, then one line per fact (indented: the path's cells).
+    rest = [f"    - `{line.strip()}`" if line.startswith("    ") else f"- {line.strip()}" for line in lines[4:]]
+    return "\n".join([f"## {lines[0]}", "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads), *body, "",
+                      *rest]) + "\n"
 
 
 #: FpgaStats fields as the report names them.
@@ -88,14 +218,21 @@ def format_fpga(f):
     return f"FPGA, {f.device}, nextpnr out of context ({f.seconds:.0f} s): {resources}; {verdict}"
 
 
+def _opt(fmt):
+    return lambda x: "-" if x is None else fmt.format(x)
+
+
 SWEEP_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"),
-    "transistors": ("transistors", "{:,}"), "flip_flops": ("flip-flops", "{:,}"),
-    "memory_bits": ("memory bits", "{:,}"), "depth": ("depth", "{}"),
-    "tflops": ("pred. TFLOPS", lambda x: "-" if x is None else f"{x:.2f}"),
-    "tflops_per_mtr": ("TFLOPS/Mtr", lambda x: "-" if x is None else f"{x:.3f}"),
-    "measured_tflops": ("meas. TFLOPS", lambda x: "-" if x is None else f"{x:.2f}"),
-    "fmax": ("FPGA MHz", lambda x: "-" if x is None else f"{x:.1f}"),
+    "area_um2": ("area µm²", _opt("{:,.0f}")), "critical_ps": ("crit. path ps", _opt("{:.0f}")),
+    "fmax_ghz": ("fmax GHz", _opt("{:.2f}")), "power_mw": ("power mW", _opt("{:.1f}")),
+    "macros": ("macros", _opt("{}")),
+    "transistors": ("transistors", _opt("{:,}")), "flip_flops": ("flip-flops", "{:,}"),
+    "memory_bits": ("memory bits", "{:,}"), "depth": ("depth", _opt("{}")),
+    "tflops": ("pred. TFLOPS", _opt("{:.2f}")),
+    "tflops_per_area": ("TFLOPS/area", _opt("{:.3f}")),
+    "measured_tflops": ("meas. TFLOPS", _opt("{:.2f}")),
+    "fmax": ("FPGA MHz", _opt("{:.1f}")),
 }
 
 
@@ -109,12 +246,19 @@ def sweep_rows(results, dse=None):
     rows = []
     for r in results:
         d = by_design.get((r.W, r.L), {})
-        row = {"W": r.W, "L": r.L, "design": r.design, "top": r.top, "transistors": r.total.transistors,
+        cells = r.tech != "generic"
+        row = {"W": r.W, "L": r.L, "design": r.design, "top": r.top, "tech": r.tech,
+               "area_um2": r.total.area, "critical_ps": r.timing["critical_ps"] if cells else None,
+               "fmax_ghz": r.timing["fmax_ghz"] if cells else None, "power_mw": r.total.power_mw,
+               "leakage_mw": r.total.leakage_mw, "macros": r.total.macros if cells else None,
+               "transistors": r.total.transistors,
                "cells": r.total.num_cells, "flip_flops": r.total.flip_flops, "memory_bits": r.total.memory_bits,
                "depth": r.total.depth, "seconds": r.seconds,
+               **{f"area {b}": r.blocks[b].area if b in r.blocks else None for b in BLOCK_NAMES},
+               **{f"power {b}": r.blocks[b].power_mw if b in r.blocks else None for b in BLOCK_NAMES},
                **{f"transistors {b}": r.blocks[b].transistors if b in r.blocks else None for b in BLOCK_NAMES},
                **{f"depth {b}": r.blocks[b].depth if b in r.blocks else None for b in BLOCK_NAMES},
-               "tflops": d.get("tflops"), "tflops_per_mtr": d.get("tflops_per_mtr"),
+               "tflops": d.get("tflops"), "tflops_per_area": d.get("tflops_per_area"),
                "measured_tflops": d.get("measured_tflops"),
                "fmax": r.fpga.fmax_mhz if r.fpga else None}
         if r.fpga:
@@ -125,17 +269,20 @@ def sweep_rows(results, dse=None):
 
 def format_sweep(results, dse=None):
     rows = sweep_rows(results, dse)
-    # Leave out what this sweep did not produce (measurements, FPGA runs).
+    # Leave out what this sweep did not produce (measurements, FPGA runs, the other technology's numbers).
     columns = {k: v for k, v in SWEEP_COLUMNS.items() if any(row[k] is not None for row in rows)}
+    if dse:
+        columns["tflops_per_area"] = (f"TFLOPS/{dse.per_area}", columns["tflops_per_area"][1])
     lines = [format_table(rows, columns)]
     if dse:
+        cost = f"{dse.best.cost:,.0f} {dse.unit}"
         lines += ["", f"Roof-Surface on {dse.platform}, N = {dse.n}, geomean over the paper's Table 2 kernels; "
-                      "cost = synthesized transistors",
+                      f"cost = synthesized area ({dse.unit})",
                   "Roof-Surface's choice (fewest LUTs, then smallest W, no kernel VEC-bound): "
                   + (_design((dse.chosen.W, dse.chosen.L)) if dse.chosen
                      else "none: every design leaves a kernel VEC-bound"),
                   f"highest predicted throughput per area: {_design((dse.best.W, dse.best.L))} "
-                  f"({dse.best.geomean_flops / 1e12:.2f} TFLOPS, {dse.best.cost:,} transistors)"]
+                  f"({dse.best.geomean_flops / 1e12:.2f} TFLOPS, {cost})"]
         if dse.best_measured:
             lines.append(f"highest measured throughput per area: {_design(dse.best_measured)}")
     return "\n".join(lines)
@@ -152,7 +299,7 @@ def write_csv(results, dse, path):
 
 
 def write_json(results, dse, path):
-    doc = {"flow": FLOW_NOTE, "results": [r.to_dict() for r in results]}
+    doc = {"flow": FLOW_NOTE if results[0].tech == "generic" else CELLS_NOTE, "results": [r.to_dict() for r in results]}
     if dse:
         doc["dse"] = {"platform": dse.platform, "n": dse.n, "rows": dse.rows(),
                       "roof_surface_choice": [dse.chosen.W, dse.chosen.L] if dse.chosen else None,
@@ -190,15 +337,24 @@ def _heatmap(fig, ax, results, value, title, fmt, norm=None):
 
 
 def plot_heatmaps(results, path):
-    """Transistors and logic depth over W x L (empty cells: not synthesized, e.g. L > W)."""
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
-    a, b = fig.subplots(1, 2)
-    transistors = [r.total.transistors for r in results]
-    norm = LogNorm(min(transistors), max(transistors)) if min(transistors) < max(transistors) else None
-    _heatmap(fig, a, results, lambda r: r.total.transistors, "estimated transistors",
-             lambda v: f"{v / 1e6:.2f}M", norm)
-    _heatmap(fig, b, results, lambda r: r.total.depth, "logic depth (gates)", lambda v: f"{v:.0f}")
-    fig.suptitle(f"{results[0].design}: Yosys generic CMOS synthesis")
+    """Area and logic depth (generic) or area, fmax and power (standard cells) over W x L (empty
+    cells: not synthesized, e.g. L > W)."""
+    cells = results[0].tech != "generic"
+    fig = Figure(figsize=(16 if cells else 11, 4.5), layout="constrained")
+    axes = fig.subplots(1, 3 if cells else 2)
+    area = [r.area for r in results]
+    norm = LogNorm(min(area), max(area)) if min(area) < max(area) else None
+    if cells:
+        _heatmap(fig, axes[0], results, lambda r: r.area, "area (µm²)", lambda v: f"{v / 1e3:.0f}k", norm)
+        _heatmap(fig, axes[1], results, lambda r: r.timing["fmax_ghz"], "fmax (GHz)", lambda v: f"{v:.2f}")
+        _heatmap(fig, axes[2], results, lambda r: r.total.power_mw, f"power at {results[0].power['frequency_ghz']} "
+                 "GHz (mW)", lambda v: f"{v:.0f}")
+        fig.suptitle(f"{results[0].design}: {results[0].tech} standard cells and SRAM macros")
+    else:
+        _heatmap(fig, axes[0], results, lambda r: r.total.transistors, "estimated transistors",
+                 lambda v: f"{v / 1e6:.2f}M", norm)
+        _heatmap(fig, axes[1], results, lambda r: r.total.depth, "logic depth (gates)", lambda v: f"{v:.0f}")
+        fig.suptitle(f"{results[0].design}: Yosys generic CMOS synthesis")
     fig.savefig(path, dpi=130)
     return path
 
@@ -212,7 +368,7 @@ def plot_breakdown(result, path):
     bars = [(f"paper (7.4), W={PAPER_POINT[0]} L={PAPER_POINT[1]}", [(g, PAPER_SPLIT[g], colors[g]) for g in groups]),
             (f"{result.top}, grouped", [(g, s, colors[g]) for g, s in paper_split(result).items()]),
             (f"{result.top}, by block",
-             [(name, result.blocks[name].transistors / result.total.transistors, colormaps["tab10"](i))
+             [(name, _size(result.blocks[name], result) / _size(result.total, result), colormaps["tab10"](i))
               for i, name in enumerate(BLOCK_NAMES) if name in result.blocks])]
     for y, (_, parts) in enumerate(bars):
         left = 0.0
@@ -225,7 +381,8 @@ def plot_breakdown(result, path):
             left += share
     ax.set_yticks(range(len(bars)), [label for label, _ in bars])
     ax.set_xlim(0, 1)
-    ax.set(xlabel="share of area (synthesized: estimated transistors)",
+    ax.set(xlabel="share of area (synthesized: " + ("estimated transistors)" if result.tech == "generic" else
+                                                     f"{result.tech} µm², cells and SRAM macros)"),
            title=f"area split of {result.top} beside the paper's (section 7.4)")
     ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
     fig.savefig(path, dpi=130)
@@ -233,13 +390,13 @@ def plot_breakdown(result, path):
 
 
 def plot_throughput_per_area(dse, path):
-    """Predicted (and measured) geomean TFLOPS per million transistors of every design."""
+    """Predicted (and measured) geomean TFLOPS per area (mm² or million transistors) of every design."""
     rows = dse.rows()
     x = np.arange(len(rows))
     fig = Figure(figsize=(max(7, 0.5 * len(rows) + 3), 4.5), layout="constrained")
     ax = fig.subplots()
-    ax.bar(x, [r["tflops_per_mtr"] for r in rows], color="#80b1d3", label="Roof-Surface prediction")
-    measured = [(i, r["measured_per_mtr"]) for i, r in enumerate(rows) if r["measured_per_mtr"] is not None]
+    ax.bar(x, [r["tflops_per_area"] for r in rows], color="#80b1d3", label="Roof-Surface prediction")
+    measured = [(i, r["measured_per_area"]) for i, r in enumerate(rows) if r["measured_per_area"] is not None]
     if measured:
         ax.plot(*zip(*measured), "D", color="black", label="measured (deca sweep)")
     labels = {}
@@ -251,13 +408,13 @@ def plot_throughput_per_area(dse, path):
         if (r["W"], r["L"]) in labels:
             # The best-per-area label sits higher, so that it clears a neighbouring choice label.
             rise = 12 if (r["W"], r["L"]) != best or len(labels) == 1 else 26
-            ax.annotate(labels[r["W"], r["L"]], (i, r["tflops_per_mtr"]), xytext=(0, rise), textcoords="offset points",
+            ax.annotate(labels[r["W"], r["L"]], (i, r["tflops_per_area"]), xytext=(0, rise), textcoords="offset points",
                         ha="center", fontsize=8, arrowprops={"arrowstyle": "->"})
     title = f"throughput per area, {dse.platform}, N = {dse.n}"
     if dse.chosen is None:
         title += "\n(Roof-Surface choice: none, every design leaves a kernel VEC-bound)"
     ax.set_xticks(x, [f"{r['W']}/{r['L']}" for r in rows], rotation=60, fontsize=8)
-    ax.set(xlabel="design W/L", ylabel="geomean TFLOPS per million transistors", title=title)
+    ax.set(xlabel="design W/L", ylabel=f"geomean TFLOPS per {dse.per_area}", title=title)
     ax.margins(y=0.2)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)

@@ -5,6 +5,7 @@ The WebAssembly builds only see the files their working directory exposes, so ev
 """
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,8 @@ from deca.toolchain import ToolError
 
 #: Lines of a failed run's output that go into the ToolError (the rest stays in the log file).
 ERROR_CONTEXT_LINES = 3
+#: What a run that ran out of memory prints (the WebAssembly tools can address 4 GB).
+OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|memory allocation failed|Cannot allocate memory", re.I)
 
 
 def _wheel_command(package, function, what):
@@ -36,6 +39,9 @@ def _run(cmd, cwd, what, log):
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode:
         log_text = (cwd / log).read_text(errors="replace") if (cwd / log).is_file() else ""
+        if OUT_OF_MEMORY.search(proc.stdout + proc.stderr + log_text[-5000:]):
+            raise ToolError(f"{what}: the design is too large, the tool ran out of memory (the WebAssembly build "
+                            f"addresses 4 GB; full log: {cwd / log})")
         details = "\n".join(error_lines(log_text + "\n" + proc.stdout + proc.stderr))
         raise ToolError(f"{what} failed (exit {proc.returncode}):\n{details}\n(full log: {cwd / log})")
     return proc

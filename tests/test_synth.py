@@ -1,5 +1,6 @@
-"""The synthesis flow (deca.synth): Yosys area, flip-flops, memory bits and logic depth per block,
-the cache, error reporting, the CLI, the reports, and (slow) sweeps and ECP5 place and route.
+"""The generic-CMOS synthesis flow (deca.synth, ``--tech generic``): Yosys transistors, flip-flops,
+memory bits and logic depth per block, the cache, error reporting, the CLI, the reports, and (slow)
+sweeps and ECP5 place and route. The standard-cell flow is tests/test_synth_cells.py.
 
 Expected values are independent of the flow: static CMOS transistor counts per gate, the paper's
 LUT array size (L big LUTs of 256 BF16 entries), monotonic growth, and the paper's block names.
@@ -9,7 +10,6 @@ import argparse
 import csv
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import matplotlib
 import pytest
@@ -17,7 +17,6 @@ import pytest
 matplotlib.use("Agg")
 
 from deca.golden.format import LUT_ENTRIES  # noqa: E402
-from deca.hw.generate import generate, top_name  # noqa: E402
 from deca.hw.params import ParameterError  # noqa: E402
 from deca.synth import flow  # noqa: E402
 from deca.synth.blocks import block_of  # noqa: E402
@@ -34,8 +33,7 @@ CMOS_TRANSISTORS = {"$_NAND_": 4, "$_NOR_": 4, "$_NOT_": 2, "$_DFF_P_": 16}
 BF16_BITS = 16
 #: The blocks the datapath has; the PE adds loaders and queues and TOut.
 DATAPATH_BLOCKS = ("LUT array", "popcount/prefix sum", "crossbar expander", "scaler")
-#: Beside (8, 4): a cheap monotonicity check, one step down in L and one step up in W.
-CHEAP = ((8, 2), (16, 4))
+GENERIC = flow.technology("generic")
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +43,8 @@ def synth_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def results(synth_dir):
-    """(8, 4) through synthesize() with a cache; (8, 2) and (16, 4) through synthesize_file() in
-    parallel with it (Yosys runs as a subprocess, so threads are enough)."""
-    paths = {wl: generate(*wl, synth_dir / "verilog", design=DESIGN) for wl in CHEAP}
-    with ThreadPoolExecutor(len(CHEAP)) as pool:
-        futures = {wl: pool.submit(flow.synthesize_file, path, top_name(DESIGN, *wl), synth_dir / f"w{wl[0]}l{wl[1]}",
-                                   design=DESIGN, W=wl[0], L=wl[1])
-                   for wl, path in paths.items()}
-        out = {(8, 4): flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")}
-        out |= {wl: f.result() for wl, f in futures.items()}
-    return out
+    """(8, 4) through synthesize() with a cache."""
+    return {(8, 4): flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)}
 
 
 def _parser():
@@ -128,14 +118,6 @@ def test_module_instantiated_twice_counts_twice():
     assert flow._instances("top", children) == {"top": 1, "mid": 2, "leaf": 2}
 
 
-def test_area_grows_with_L_and_W(results):
-    area = {wl: r.total.transistors for wl, r in results.items()}
-    assert area[8, 2] < area[8, 4] < area[16, 4]
-    luts = {wl: r.blocks["LUT array"].transistors for wl, r in results.items()}
-    assert luts[8, 2] < luts[8, 4]
-    assert results[8, 2].total.memory_bits == 2 * LUT_ENTRIES * BF16_BITS
-
-
 def test_result_is_json_serializable(results):
     r = results[8, 4]
     back = flow.SynthResult.from_dict(json.loads(json.dumps(r.to_dict())))
@@ -147,7 +129,7 @@ def test_cache_is_hit_without_running_yosys(results, synth_dir, monkeypatch):
         raise AssertionError("Yosys ran although the result is cached")
 
     monkeypatch.setattr(flow, "run_yosys", no_yosys)
-    again = flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")
+    again = flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)
     assert again == results[8, 4]
     # Other Verilog, other key: a changed file is synthesized again.
     changed = synth_dir / "changed" / "deca_datapath_w8_l4.v"
@@ -155,13 +137,14 @@ def test_cache_is_hit_without_running_yosys(results, synth_dir, monkeypatch):
     original = synth_dir / "work" / "deca_datapath_w8_l4" / "deca_datapath_w8_l4.v"
     changed.write_text(original.read_text() + "\n// edit\n")
     with pytest.raises(AssertionError, match="Yosys ran"):
-        flow.synthesize_file(changed, "deca_datapath_w8_l4", changed.parent, cache_dir=synth_dir / "cache")
+        flow.synthesize_file(changed, "deca_datapath_w8_l4", changed.parent, cache_dir=synth_dir / "cache",
+                             tech=GENERIC)
     # The same Verilog through changed flow code: synthesized again too.
     code = synth_dir / "changed" / "flow_code.py"
     code.write_text("# a change\n")
     monkeypatch.setattr(flow, "FLOW_SOURCES", (*flow.FLOW_SOURCES, code))
     with pytest.raises(AssertionError, match="Yosys ran"):
-        flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")
+        flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)
 
 
 def test_report_text(results):
@@ -259,7 +242,7 @@ def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
                for w, c, t in (("bf8@1", 100.0, 12.5), ("bf8@0.5", 25.0, 50.0))]
     (measured / "results.json").write_text(json.dumps(records))
     out = tmp_path / "out"
-    args = _parser().parse_args(["synth", "--sweep", "--design", DESIGN, "--W", "8", "--L", "4,16",
+    args = _parser().parse_args(["synth", "--sweep", "--tech", "generic", "--design", DESIGN, "--W", "8", "--L", "4,16",
                                  "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache"),
                                  "--out", str(out), "--measured", str(measured)])
     assert args.func(args) == 0
@@ -284,7 +267,7 @@ def test_measured_folder_that_is_not_a_sweep_is_refused(tmp_path):
 
 
 def test_cli_measured_folder_absent(results, synth_dir, tmp_path, capsys):
-    args = _parser().parse_args(["synth", "--sweep", "--design", DESIGN, "--W", "8", "--L", "4",
+    args = _parser().parse_args(["synth", "--sweep", "--tech", "generic", "--design", DESIGN, "--W", "8", "--L", "4",
                                  "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache"),
                                  "--out", str(tmp_path), "--measured", str(tmp_path / "nothing")])
     assert args.func(args) == 0
@@ -294,7 +277,8 @@ def test_cli_measured_folder_absent(results, synth_dir, tmp_path, capsys):
 def test_throughput_per_area_uses_transistors_as_cost(results, tmp_path):
     dse = area_dse(list(results.values()))
     assert {(p.W, p.L): p.cost for p in dse.points} == {wl: r.total.transistors for wl, r in results.items()}
-    per_area = {(r["W"], r["L"]): r["tflops_per_mtr"] for r in dse.rows()}
+    assert dse.unit == "transistors" and dse.per_area == "M transistors"
+    per_area = {(r["W"], r["L"]): r["tflops_per_area"] for r in dse.rows()}
     assert (dse.best.W, dse.best.L) == max(per_area, key=per_area.get)
     assert plot_breakdown(results[8, 4], tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
 
@@ -333,9 +317,18 @@ def sweep(tmp_path_factory):
 
     def get(W, L):
         if (W, L) not in done:
-            done[W, L] = flow.synthesize(W, L, DESIGN, work, cache_dir=work / "cache")
+            done[W, L] = flow.synthesize(W, L, DESIGN, work, cache_dir=work / "cache", tech=GENERIC)
         return done[W, L]
     return get
+
+
+@pytest.mark.slow
+def test_area_grows_with_L_and_W(sweep):
+    area = {wl: sweep(*wl).total.transistors for wl in ((8, 2), (8, 4), (16, 4))}
+    assert area[8, 2] < area[8, 4] < area[16, 4]
+    luts = {wl: sweep(*wl).blocks["LUT array"].transistors for wl in ((8, 2), (8, 4))}
+    assert luts[8, 2] < luts[8, 4]
+    assert sweep(8, 2).total.memory_bits == 2 * LUT_ENTRIES * BF16_BITS
 
 
 @pytest.mark.slow
@@ -352,7 +345,7 @@ def test_area_grows_with_W_at_L8(sweep):
 
 @pytest.mark.slow
 def test_fpga_place_and_route(tmp_path):
-    r = flow.synthesize(8, 4, DESIGN, tmp_path, fpga=True)
+    r = flow.synthesize(8, 4, DESIGN, tmp_path, fpga=True, tech=GENERIC)
     f = r.fpga
     assert f.fits and f.luts > 0 and f.ffs > 0 and f.fmax_mhz > 0 and not f.over()
     assert f.available["luts"] == 83640  # the LFE5U-85F's 84k LUT4s

@@ -1,0 +1,340 @@
+"""Static timing and power of a mapped, hierarchical netlist with liberty cells and SRAM macros.
+
+Timing (graph-based, one corner, NLDM): each cell output's arrival is the latest over its timing
+arcs of (input arrival + delay(input slew, output load)), its slew the transition of that arc; the
+load is the sum of the reader pins' capacitances (no wire load: there is no placement; a macro's
+pins on one net count once, as one pin of a real macro). ABC maps one module at a time and cannot
+see the loads of nets that leave it, so a net loaded beyond its driver's ``max_capacitance`` gets
+a buffer tree here, as placement's design repair would add: the library's highest-gain buffer,
+each driving at most a quarter of its own limit, level by level up to one buffer at the driver;
+the tree's delay adds to the driver's, its buffers to the driver's block's area and power. Rise and
+fall are not told apart: each arc takes the larger of its rise and fall tables, which bounds the
+unate-aware answer from above. The clock is ideal (arrival 0, slew ``CLOCK_SLEW_PS``, no skew).
+Paths start at flip-flop outputs (clock-to-Q arc) and SRAM macro read data (the macro's access
+time), and end at flip-flop data pins (setup arc) and macro inputs (the macro's setup time). The
+design's memories have asynchronous reads; as macros they are read synchronously, the register
+that feeds the address taken into the macro (so the macro's clock starts the read path). Inputs
+arrive and outputs are needed with half a clock period to spare: a path from an input to a
+register or from a register to an output must fit in half the period. A combinational path from
+an input straight to an output (a ready/valid chain through the design) is reported but not part
+of the period: how much of the cycle it gets depends on the logic around the design.
+
+Power: leakage is each cell's state-averaged liberty leakage plus the macros'. Dynamic power at
+frequency f is, per net toggle, the driving arc's internal energy (the mean of its rise and fall
+tables) plus C V^2 / 2 of the net's load, and per clock cycle each flip-flop's clock-pin internal
+energy (rise and fall) and each macro's access energy times its access rate. The toggle rates
+come from the caller (``activity``: toggles per cycle of each net), by default one rate for all.
+"""
+
+from dataclasses import dataclass, field
+
+from .netlist import NetlistError, find, flatten
+
+CLOCK_SLEW_PS = 20.0
+INPUT_SLEW_PS = 20.0
+#: A tree buffer drives at most this fraction of its max_capacitance (keeps its slew moderate).
+TREE_LOAD_FRACTION = 0.25
+MACRO = "$mem_v2"
+#: Ports of Yosys's $mem_v2 cell, by role in a macro.
+MACRO_OUTPUTS = ("RD_DATA",)
+MACRO_CLOCKS = ("RD_CLK", "WR_CLK")
+
+
+@dataclass
+class PathStep:
+    cell: str          # liberty cell or macro
+    module: str        # the generated module the cell is in
+    block: str
+    delay_ps: float    # what this cell adds (clock-to-Q or access time for the first, setup for the last)
+    arrival_ps: float
+
+
+@dataclass
+class Timing:
+    critical_ps: float           # the register-to-register critical path, setup included
+    io_ps: float                 # the longest path from an input to a register or a register to an output
+    through_ps: float            # the longest combinational path from an input to an output
+    period_ps: float             # max(critical, 2 x io)
+    limit: str                   # "register to register" or "input/output"
+    path: list                   # PathStep of the critical register-to-register path
+    io_path: list                # PathStep of the longest input-to-register or register-to-output path
+    per_block_ps: dict           # block -> its cells' share of that path
+    cells: int
+
+    @property
+    def fmax_ghz(self):
+        return 1000.0 / self.period_ps if self.period_ps > 0 else float("inf")
+
+
+@dataclass
+class Power:
+    leakage_mw: dict = field(default_factory=dict)   # block -> mW
+    dynamic_mw: dict = field(default_factory=dict)   # block -> mW
+    frequency_ghz: float = 0.0
+    activity: str = ""                               # where the toggle rates come from
+    buffers: dict = field(default_factory=dict)      # block -> tree buffers its nets got
+
+
+class Design:
+    """The flattened netlist with each cell's liberty data: what timing() and power() walk."""
+
+    def __init__(self, models, top, block_of, library, macros):
+        parent, placed = flatten(models, top)
+        self.library, self.macros, self.top = library, macros, top
+        self.cells = []    # (module, kind, [(pin, net)], params)
+        for name, base in placed:
+            for kind, pins, params in models[name].cells:
+                if kind != MACRO and kind not in library.cells:
+                    raise NetlistError(f"unmapped cell {kind} in module {name} (not in the liberty files)")
+                self.cells.append((name, kind, [(pin, find(parent, base + net)) for pin, net in pins], params))
+        self.block_of = block_of
+        self.inputs = {find(parent, n) for n in models[top].inputs}
+        self.outputs = {find(parent, n) for n in models[top].outputs}
+        self.load, self.driver = {}, {}
+        for index, (_, kind, pins, _) in enumerate(self.cells):
+            seen = set()
+            for pin, net in pins:
+                if self.is_output(kind, pin):
+                    if net in self.driver:
+                        raise NetlistError(f"a net is driven by two cells ({self.cells[self.driver[net][0]][1]} "
+                                           f"and {kind})")
+                    self.driver[net] = (index, pin)
+                elif kind != MACRO or net not in seen:
+                    seen.add(net)
+                    self.load[net] = self.load.get(net, 0.0) + self.pin_cap(kind, pin)
+        self.buffer = library.tree_buffer()
+        self.trees = {}   # net -> [(buffers, load on each)], from the driver to the loads
+        for net, (index, pin) in self.driver.items():
+            kind = self.cells[index][1]
+            limit = None if kind == MACRO else library.cells[kind].pins[pin].max_capacitance
+            if self.buffer and limit is not None and self.load.get(net, 0.0) > limit:
+                self.trees[net] = self._tree(self.load[net])
+
+    def _tree(self, load):
+        out = self.buffer.pins[self.buffer.outputs[0]]
+        per = out.max_capacitance * TREE_LOAD_FRACTION
+        cin = max(p.capacitance for n, p in self.buffer.pins.items() if n not in self.buffer.outputs)
+        levels = []
+        while True:
+            n = max(1, -(-load // per))
+            levels.append((int(n), load / n))
+            if n == 1:
+                return levels[::-1]
+            load = n * cin
+
+    def driven_load(self, net):
+        """The load the net's driver sees: the first tree buffer's input, or the net's pins."""
+        if net in self.trees:
+            return max(p.capacitance for n, p in self.buffer.pins.items() if n not in self.buffer.outputs)
+        return self.load.get(net, 0.0)
+
+    def through_tree(self, net, at, slew):
+        """(arrival, slew) at the loads of ``net`` given its driver's output."""
+        arc = self.buffer.pins[self.buffer.outputs[0]].arcs[0]
+        for _, load in self.trees.get(net, ()):
+            at, slew = at + _worst(arc.delay, slew=slew, load=load), _worst(arc.slew, slew=slew, load=load)
+        return at, slew
+
+    def tree_buffers(self, net):
+        return sum(n for n, _ in self.trees.get(net, ()))
+
+    def tree_energy_fj(self, net):
+        """Energy of one toggle of ``net`` in its tree: the buffers' internal energy and input pins."""
+        out = self.buffer.pins[self.buffer.outputs[0]]
+        cin = max(p.capacitance for n, p in self.buffer.pins.items() if n not in self.buffer.outputs)
+        total = 0.0
+        for n, load in self.trees.get(net, ()):
+            internal = sum(sum(t.lookup(slew=INPUT_SLEW_PS, load=load) for t in e.values()) / len(e)
+                           for _, e in out.energy) / max(1, len(out.energy))
+            total += n * (internal + 0.5 * cin * self.library.voltage ** 2)
+        return total
+
+    def is_output(self, kind, pin):
+        if kind == MACRO:
+            return pin.split("[")[0] in MACRO_OUTPUTS
+        p = self.library.cells[kind].pins.get(pin)
+        return p is not None and p.direction == "output"
+
+    def pin_cap(self, kind, pin):
+        if kind == MACRO:
+            return self.macros.input_cap_ff if pin.split("[")[0] not in MACRO_CLOCKS else 0.0
+        p = self.library.cells[kind].pins.get(pin)
+        return p.capacitance if p else 0.0
+
+    def sequential(self, kind):
+        return kind == MACRO or self.library.cells[kind].sequential
+
+
+def _worst(tables, **x):
+    return max((t.lookup(**x) for t in tables.values()), default=0.0)
+
+
+def timing(design):
+    """The critical register-to-register path and the longest input/output path."""
+    lib, cells = design.library.cells, design.cells
+    # Arrival per net and source kind ("r": from a register or macro, "i": from an input):
+    # (arrival, slew, (cell index, input net or None)).
+    arrival = {"r": {}, "i": {n: (0.0, INPUT_SLEW_PS, None) for n in design.inputs}}
+    comb, endpoints = [], []   # endpoints: (cell index, pin, net, setup table or fixed setup)
+    for index, (module, kind, pins, _) in enumerate(cells):
+        if kind == MACRO:
+            for pin, net in pins:
+                role = pin.split("[")[0]
+                if role in MACRO_OUTPUTS:
+                    arrival["r"][net] = (design.macros.access_ps, CLOCK_SLEW_PS, (index, None))
+                elif role not in MACRO_CLOCKS:
+                    endpoints.append((index, pin, net, design.macros.setup_ps))
+        elif lib[kind].sequential:
+            for pin, net in pins:
+                p = lib[kind].pins.get(pin)
+                for arc in p.arcs if p else ():
+                    if arc.kind in ("rising_edge", "falling_edge"):
+                        load = design.driven_load(net)
+                        at, slew = design.through_tree(net, _worst(arc.delay, slew=CLOCK_SLEW_PS, load=load),
+                                                       _worst(arc.slew, slew=CLOCK_SLEW_PS, load=load))
+                        arrival["r"][net] = (at, slew, (index, None))
+                    elif arc.kind == "setup_rising":
+                        endpoints.append((index, pin, net, arc.delay))
+        else:
+            comb.append(index)
+    order = _topological(design, comb)
+    for index in order:
+        _, kind, pins, _ = cells[index]
+        ins = dict(pins)
+        for pin, net in pins:
+            p = lib[kind].pins.get(pin)
+            if p is None or p.direction != "output":
+                continue
+            load = design.driven_load(net)
+            for tag, arr in arrival.items():
+                best = None
+                for arc in p.arcs:
+                    source = ins.get(arc.related)
+                    if arc.kind != "combinational" or source not in arr:
+                        continue
+                    t, slew, _ = arr[source]
+                    at = t + _worst(arc.delay, slew=slew, load=load)
+                    if best is None or at > best[0]:
+                        best = (at, _worst(arc.slew, slew=slew, load=load), (index, source))
+                if best:
+                    arr[net] = (*design.through_tree(net, best[0], best[1]), best[2])
+
+    def setup(check, slew):
+        return check if isinstance(check, float) else _worst(check, slew=slew, clock_slew=CLOCK_SLEW_PS)
+
+    def ends(tag):
+        arr = arrival[tag]
+        found = [(arr[net][0] + setup(check, arr[net][1]), index, net) for index, _, net, check in endpoints
+                 if net in arr]
+        found += [(arr[net][0], None, net) for net in design.outputs if net in arr]
+        return found
+
+    reg = [e for e in ends("r") if e[1] is not None]
+    if not reg:
+        raise NetlistError("no register-to-register path: the design has no flip-flops or macros in a path")
+    critical = max(reg)
+    io_ends = [("i", e) for e in ends("i") if e[1] is not None] + [("r", e) for e in ends("r") if e[1] is None]
+    io_tag, io = max(io_ends, key=lambda x: x[1][0], default=(None, (0.0, None, None)))
+    through = max([e for e in ends("i") if e[1] is None], default=(0.0, None, None))
+    path = _trace(design, arrival["r"], critical)
+    per_block = {}
+    for step in path:
+        per_block[step.block] = per_block.get(step.block, 0.0) + step.delay_ps
+    period = max(critical[0], 2 * io[0])
+    return Timing(critical_ps=critical[0], io_ps=io[0], through_ps=through[0], period_ps=period,
+                  limit="register to register" if critical[0] >= 2 * io[0] else "input/output",
+                  path=path, io_path=_trace(design, arrival[io_tag], io) if io_tag else [],
+                  per_block_ps=per_block, cells=len(cells))
+
+
+def _topological(design, comb):
+    cells, driver = design.cells, design.driver
+    is_comb = set(comb)
+    preds = {}
+    for index in comb:
+        _, kind, pins, _ = cells[index]
+        preds[index] = {driver[net][0] for pin, net in pins
+                        if not design.is_output(kind, pin) and net in driver and driver[net][0] in is_comb}
+    readers = {index: [] for index in comb}
+    for index, ps in preds.items():
+        for d in ps:
+            readers[d].append(index)
+    pending = {index: len(ps) for index, ps in preds.items()}
+    ready = [index for index, n in pending.items() if n == 0]
+    order = []
+    while ready:
+        index = ready.pop()
+        order.append(index)
+        for r in readers[index]:
+            pending[r] -= 1
+            if not pending[r]:
+                ready.append(r)
+    if len(order) != len(comb):
+        raise NetlistError(f"combinational loop: {len(comb) - len(order)} cells are on or behind one")
+    return order
+
+
+def _trace(design, arr, end):
+    """The cells of the path ending at ``end`` (its total, endpoint cell or None for an output, net);
+    a path from an input starts with a step named "input"."""
+    total, index, net = end
+    steps = []
+    if index is not None:
+        module, kind, _, _ = design.cells[index]
+        steps.append(PathStep(kind, module, design.block_of(module), total - arr[net][0], total))
+    else:
+        steps.append(PathStep("output", design.top, design.block_of(design.top), 0.0, total))
+    while True:
+        if arr[net][2] is None:
+            steps.append(PathStep("input", design.top, design.block_of(design.top), 0.0, 0.0))
+            break
+        at, _, (cell, source) = arr[net]
+        module, kind, _, _ = design.cells[cell]
+        before = arr[source][0] if source is not None else 0.0
+        if net in design.trees:
+            kind = f"{kind} + {len(design.trees[net])}-level {design.buffer.name} tree"
+        steps.append(PathStep(kind, module, design.block_of(module), at - before, at))
+        if source is None:
+            break
+        net = source
+    return steps[::-1]
+
+
+def power(design, frequency_ghz, activity, activity_note):
+    """Leakage and dynamic power per block (mW) at ``frequency_ghz``; ``activity(net)`` is the toggle
+    rate of a net (toggles per cycle), also the access rate of a macro."""
+    lib, macros, volts = design.library.cells, design.macros, design.library.voltage
+    leak, dyn, buffers = {}, {}, {}
+    f = frequency_ghz * 1e9
+    for module, kind, pins, _ in design.cells:
+        block = design.block_of(module)
+        if kind == MACRO:
+            leak[block] = leak.get(block, 0.0) + macros.leakage_uw * 1e-3
+            rate = max((activity(net) for pin, net in pins if pin.startswith(("RD_ADDR", "WR_EN"))), default=0.0)
+            energy_fj = macros.energy_fj * min(rate, 1.0)
+        else:
+            cell = lib[kind]
+            leak[block] = leak.get(block, 0.0) + cell.leakage * 1e-9
+            energy_fj = 0.0
+            for pin, net in pins:
+                p = cell.pins.get(pin)
+                if p is None:
+                    continue
+                if p.clock:
+                    # The clock pin toggles twice a cycle whatever the data does.
+                    energy_fj += sum(e[edge].lookup(slew=CLOCK_SLEW_PS) for _, e in p.energy for edge in e) / max(
+                        1, len(p.energy)) * 2
+                elif p.direction == "output":
+                    load = design.load.get(net, 0.0)
+                    n = design.tree_buffers(net)
+                    if n:
+                        buffers[block] = buffers.get(block, 0) + n
+                        leak[block] += n * design.buffer.leakage * 1e-9
+                        energy_fj += activity(net) * design.tree_energy_fj(net)
+                    tables = [e for _, e in p.energy]
+                    internal = (sum(sum(t.lookup(slew=INPUT_SLEW_PS, load=load) for t in e.values()) / len(e)
+                                    for e in tables) / len(tables)) if tables else 0.0
+                    energy_fj += activity(net) * (internal + 0.5 * load * volts ** 2)
+        dyn[block] = dyn.get(block, 0.0) + energy_fj * 1e-15 * f * 1e3
+    return Power(leakage_mw=leak, dynamic_mw=dyn, frequency_ghz=frequency_ghz, activity=activity_note,
+                 buffers=buffers)
