@@ -36,14 +36,14 @@ def ones_below(bits, j):
 # Port adapters ----------------------------------------------------------------------------------
 
 def queue_ports(q):
-    return SimpleNamespace(start=q.start, offset=q.offset, length=q.length, write_en=q.write.en,
-                           write_index=q.write.index, write_data=q.write.data, issue_index=q.issue_index,
+    return SimpleNamespace(start=q.start, offset=q.offset, length=q.length, write_en=q.write.valid,
+                           write_index=q.write.payload.index, write_data=q.write.payload.data, issue_index=q.issue_index,
                            room=q.room, beats=q.beats)
 
 
 def tag_ports(t):
     return SimpleNamespace(free=t.free, tag=t.tag, alloc=t.alloc, alloc_line=t.alloc_line, lookup=t.lookup,
-                           lookup_tag=t.lookup_tag, line=t.line, stale=t.stale, abort=t.abort,
+                           lookup_tag=t.lookup_tag, line=t.line, stale=t.stale, abort=t.discard,
                            outstanding=t.outstanding)
 
 
@@ -297,9 +297,10 @@ def test_expander_mutant_off_by_one_fails():
 # (d) Loader: malformed metadata fails, and its skip beats go out, within a bound ----------------
 
 def loader_ports(ld):
-    return SimpleNamespace(q=ld.q, sparse=ld.sparse, scale_format=ld.scale_format, scale_group=ld.scale_group,
-                           req=ld.req, grant=ld.grant, abort=ld.abort, release=ld.release, state=ld.state,
-                           reason=ld.reason, failed=ld.failed, line_req=ld.line_req, line_resp_en=ld.line_resp.en,
+    return SimpleNamespace(q=ld.mode.q, sparse=ld.mode.sparse, scale_format=ld.mode.scale_format,
+                           scale_group=ld.mode.scale_group,
+                           req=ld.req, grant=ld.grant, abort=ld.squash, release=ld.release, state=ld.state,
+                           reason=ld.reason, failed=ld.failed, line_req=ld.line_req, line_resp_en=ld.line_resp.valid,
                            outs=[ld.vops, ld.values, ld.scales])
 
 
@@ -358,6 +359,6 @@ def test_malformed_request_fails_with_its_reason_and_skips():
 
 def test_loader_mutant_with_off_by_one_wrap_check_fails():
     """A stream ending on the last byte of the address space taken for a wrap is caught."""
-    bad = mutant(loader, "((a + n - 1) >> self.addr_bits).any()", "((a + n) >> self.addr_bits).any()")
+    bad = mutant(loader, "((a + n - 1) >> addr_bits).any()", "((a + n) >> addr_bits).any()")
     with pytest.raises(FormalFailure, match="wrong state|wrong error reason"):
         prove(LoaderSpec(bad.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 4, "loader_mutant")

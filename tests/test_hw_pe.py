@@ -32,15 +32,15 @@ CASES = [
 
 
 class CheckedTOut(TOut):
-    """TOut with its invariant as a simulation ``Assert``: a chunk never goes into a buffer that is
-    still full (the loaders' hold guarantees it; TOut's ``chunks.ready`` is 1). Kept out of
-    hw/tout.py because Yosys writes Asserts as SystemVerilog ``assert``, which Icarus (-g2005)
-    rejects."""
+    """TOut with its invariant as a simulation ``Assert``: a chunk never waits for a buffer that is
+    still full (the loaders' hold guarantees it; ``chunks.ready`` is low only while the target buffer
+    is full). Kept out of hw/tout.py because Yosys writes Asserts as SystemVerilog ``assert``, which
+    Icarus (-g2005) rejects."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        with m.If(self.chunks.valid & self.chunks.ready):
-            m.d.sync += Assert(~self.full.bit_select(self.target, 1), "TOut written while its target buffer is full")
+        with m.If(self.chunks.valid):
+            m.d.sync += Assert(self.chunks.ready, "a chunk waits for its TOut buffer, which is still full")
         return m
 
 
@@ -50,7 +50,7 @@ def checked_tout(monkeypatch):
 
 
 def test_tout_check_catches_a_write_into_a_full_buffer():
-    dut = CheckedTOut(8, 8)
+    dut = CheckedTOut(8, 8, 2)
 
     async def bench(ctx):
         # Two one-chunk tiles into buffer 0 without a completion in between.
@@ -62,7 +62,7 @@ def test_tout_check_catches_a_write_into_a_full_buffer():
     sim = Simulator(dut)
     sim.add_clock(1e-9)
     sim.add_testbench(bench)
-    with pytest.raises(AssertionError, match="target buffer is full"):
+    with pytest.raises(AssertionError, match="TOut buffer, which is still full"):
         sim.run()
 
 
