@@ -15,7 +15,8 @@ from deca.toolchain import ToolError
 
 from .blocks import PAPER_POINT
 from .dse import MEASURED_FILE, area_dse, load_measured
-from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, TECHNOLOGIES, synthesize, technology
+from .cells import TECHNOLOGIES, technology
+from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, synthesize
 from .report import (format_markdown, format_result, format_sweep, plot_breakdown, plot_heatmaps,
                      plot_throughput_per_area, write_csv, write_json)
 from .sram import MIN_MACRO_BITS

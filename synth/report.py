@@ -13,7 +13,8 @@ from deca.golden.summary import format_table
 
 from .blocks import (BLOCK_NAMES, PAPER_AREA_MM2, PAPER_GHZ, PAPER_PES, PAPER_POINT, PAPER_POWER_SPLIT,
                      PAPER_POWER_W, PAPER_SPLIT, paper_group)
-from .flow import FF_CELL, FPGA_TARGET_MHZ
+from .fpga import FPGA_TARGET_MHZ
+from .stats import FF_CELL
 from .sram import MacroModel
 
 FLOW_NOTE = ("Yosys, generic CMOS: NAND/NOR/NOT gates (abc -g cmos2) and D flip-flops, transistors from "

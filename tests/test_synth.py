@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 
 from deca.golden.format import LUT_ENTRIES  # noqa: E402
 from deca.hw.params import ParameterError  # noqa: E402
-from deca.synth import flow  # noqa: E402
+from deca.synth import cells, flow, fpga, stats  # noqa: E402
 from deca.synth.blocks import block_of  # noqa: E402
 from deca.synth.cli import add_synth_parser  # noqa: E402
 from deca.synth.dse import area_dse, load_measured  # noqa: E402
@@ -33,7 +33,7 @@ CMOS_TRANSISTORS = {"$_NAND_": 4, "$_NOR_": 4, "$_NOT_": 2, "$_DFF_P_": 16}
 BF16_BITS = 16
 #: The blocks the datapath has; the PE adds loaders and queues and TOut.
 DATAPATH_BLOCKS = ("LUT array", "popcount/prefix sum", "crossbar expander", "scaler")
-GENERIC = flow.technology("generic")
+GENERIC = cells.technology("generic")
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +113,9 @@ def test_module_instantiated_twice_counts_twice():
         "\\top": {"num_cells_by_type": {"$_NAND_": 1, "mid": 2}, "estimated_num_transistors": "24"},
         "\\mid": {"num_cells_by_type": {"$_NOT_": 1, "leaf": 1}, "estimated_num_transistors": "10"},
         "\\leaf": {"num_cells_by_type": {"$_NOR_": 2}, "estimated_num_transistors": "8"}}}
-    own, children = flow._module_stats(stat)
+    own, children = stats._module_stats(stat)
     assert own == {"top": ({"$_NAND_": 1}, 4), "mid": ({"$_NOT_": 1}, 2), "leaf": ({"$_NOR_": 2}, 8)}
-    assert flow._instances("top", children) == {"top": 1, "mid": 2, "leaf": 2}
+    assert stats._instances("top", children) == {"top": 1, "mid": 2, "leaf": 2}
 
 
 def test_result_is_json_serializable(results):
@@ -175,13 +175,13 @@ def test_fpga_design_too_big_is_a_result_not_an_error(tmp_path, monkeypatch, log
         (cwd / "nextpnr.log").write_text(log)
         raise ToolError(f"{what} failed")
 
-    monkeypatch.setattr(flow, "run_yosys", lambda *args: None)
-    monkeypatch.setattr(flow, "run_nextpnr_ecp5", nextpnr)
+    monkeypatch.setattr(fpga, "run_yosys", lambda *args: None)
+    monkeypatch.setattr(fpga, "run_nextpnr_ecp5", nextpnr)
     if fits is None:
         with pytest.raises(ToolError, match="place and route of x.v"):
-            flow.run_fpga(tmp_path, "x.v", "x", "x.v")
+            fpga.run_fpga(tmp_path, "x.v", "x", "x.v")
         return
-    f = flow.run_fpga(tmp_path, "x.v", "x", "x.v")
+    f = fpga.run_fpga(tmp_path, "x.v", "x", "x.v")
     assert (f.fits, f.fmax_mhz) == (False, None)
     assert (f.luts, f.ffs, f.bram, f.dsp, f.lutram) == (180808, 39259, 0, 14, 576)
     assert f.over() == {"luts": (180808, 83640)}
@@ -350,4 +350,4 @@ def test_fpga_place_and_route(tmp_path):
     assert f.fits and f.luts > 0 and f.ffs > 0 and f.fmax_mhz > 0 and not f.over()
     assert f.available["luts"] == 83640  # the LFE5U-85F's 84k LUT4s
     assert f.dsp > 0  # the scaler's BF16 multipliers
-    assert f.device == flow.FPGA_DEVICE
+    assert f.device == fpga.FPGA_DEVICE

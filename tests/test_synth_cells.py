@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 from deca.cli import main  # noqa: E402
 from deca.golden.format import LUT_ENTRIES  # noqa: E402
 from deca.hw.generate import generate, top_name  # noqa: E402
-from deca.synth import flow, sram, sta  # noqa: E402
+from deca.synth import cells, flow, sram, sta  # noqa: E402
 from deca.synth.cli import add_synth_parser  # noqa: E402
 from deca.synth.dse import area_dse  # noqa: E402
 from deca.synth.liberty import LibertyError, read  # noqa: E402
@@ -167,7 +167,7 @@ def test_macro_that_cannot_be_sized(words, width, ports):
 
 
 def test_liberty_areas_and_capacitances(cell_text):
-    lib = read(flow.ASAP7_LIBERTIES)
+    lib = read(cells.ASAP7_LIBERTIES)
     assert set(lib.cells) == set(cell_text)
     for name, body in cell_text.items():
         assert lib.cells[name].area == pytest.approx(_area(body)), name
@@ -202,7 +202,7 @@ def test_sta_equals_the_hand_computed_path(tmp_path, cell_text):
     the load being the reader pins' capacitance; clock slew 20 ps; setup at the end."""
     path = tmp_path / "tiny.blif"
     path.write_text(TINY)
-    design = sta.Design(read_blif(path, gates=False), "top", lambda m: "blk", read(flow.ASAP7_LIBERTIES), sram.fit())
+    design = sta.Design(read_blif(path, gates=False), "top", lambda m: "blk", read(cells.ASAP7_LIBERTIES), sram.fit())
     t = sta.timing(design)
     dff, inv, nand = cell_text[DFF], cell_text[INV], cell_text[NAND]
     rise_fall = ("cell_rise", "cell_fall")
@@ -260,7 +260,7 @@ def test_sta_against_opensta(tmp_path):
     import subprocess
 
     libs = []
-    for path in flow.ASAP7_LIBERTIES:
+    for path in cells.ASAP7_LIBERTIES:
         if "_AO_" in path.name or "_OA_" in path.name:
             continue
         libs.append(tmp_path / path.name.removesuffix(".gz"))
@@ -278,7 +278,7 @@ def test_sta_against_opensta(tmp_path):
     setup = -float(re.search(r"(-[\d.]+)\s+[\d.]+\s+library setup time", out).group(1))
     (tmp_path / "tiny.blif").write_text(TINY)
     ours = sta.timing(sta.Design(read_blif(tmp_path / "tiny.blif", gates=False), "top", str,
-                                 read(flow.ASAP7_LIBERTIES), sram.fit())).critical_ps
+                                 read(cells.ASAP7_LIBERTIES), sram.fit())).critical_ps
     print(f"OpenSTA {arrival} + setup {setup} = {arrival + setup:.3f} ps; deca.synth.sta {ours:.3f} ps")
     assert arrival + setup <= ours <= 1.1 * (arrival + setup)
 
@@ -298,7 +298,7 @@ def test_sta_macro_paths_use_the_model_times(tmp_path):
 """
     (tmp_path / "m.blif").write_text(text)
     design = sta.Design(read_blif(tmp_path / "m.blif", gates=False), "top", lambda m: "b",
-                        read(flow.ASAP7_LIBERTIES), model)
+                        read(cells.ASAP7_LIBERTIES), model)
     t = sta.timing(design)
     # The longer of: clock-to-QN + macro setup, or macro access + the flip-flop's setup.
     assert t.critical_ps > model.access_ps
@@ -309,7 +309,7 @@ def test_sta_macro_paths_use_the_model_times(tmp_path):
 def test_unmapped_cell_is_named(tmp_path):
     (tmp_path / "u.blif").write_text(".model top\n.inputs a\n.outputs y\n.subckt $_NOT_ A=a Y=y\n.end\n")
     with pytest.raises(NetlistError, match=r"unmapped cell \$_NOT_ in module top"):
-        sta.Design(read_blif(tmp_path / "u.blif", gates=False), "top", str, read(flow.ASAP7_LIBERTIES), sram.fit())
+        sta.Design(read_blif(tmp_path / "u.blif", gates=False), "top", str, read(cells.ASAP7_LIBERTIES), sram.fit())
 
 
 # Bad libraries ------------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ def test_bad_liberty_is_one_line_and_exit_2(tmp_path, capsys, content, message):
 
 def test_liberty_without_flip_flops_is_refused(tmp_path):
     simple = PDK / "asap7sc7p5t_SIMPLE_RVT_TT_nldm_211120.lib.gz"
-    tech = flow.technology(liberties=[simple])
+    tech = cells.technology(liberties=[simple])
     with pytest.raises(LibertyError, match="no flip-flop cell"):
         flow.synthesize(8, 4, DESIGN, tmp_path, tech=tech)
 
@@ -430,13 +430,13 @@ def test_cache_invalidates_when_the_library_changes(results, synth_dir, tmp_path
     def no_yosys(*args):
         raise AssertionError("Yosys ran")
 
-    monkeypatch.setattr(flow, "run_yosys", no_yosys)
+    monkeypatch.setattr(cells, "run_yosys", no_yosys)
     copies = []
-    for path in flow.ASAP7_LIBERTIES:
+    for path in cells.ASAP7_LIBERTIES:
         shutil.copyfile(path, tmp_path / path.name)
         copies.append(tmp_path / path.name)
     # The same library in other files: the cache answers.
-    same = flow.Technology("asap7", tuple(copies))
+    same = cells.Technology("asap7", tuple(copies))
     assert flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same) == results[8, 4]
     # One cell's area changed: synthesized again.
     first = copies[0]
@@ -445,7 +445,7 @@ def test_cache_invalidates_when_the_library_changes(results, synth_dir, tmp_path
     with pytest.raises(AssertionError, match="Yosys ran"):
         flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same)
     # The macro rule is part of the key as well.
-    other = flow.Technology("asap7", flow.ASAP7_LIBERTIES, min_macro_bits=2048)
+    other = cells.Technology("asap7", cells.ASAP7_LIBERTIES, min_macro_bits=2048)
     with pytest.raises(AssertionError, match="Yosys ran"):
         flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=other)
 
@@ -454,7 +454,7 @@ def test_failed_run_caches_nothing(tmp_path, monkeypatch):
     def broken(script, cwd, what):
         raise flow.ToolError(f"{what} failed")
 
-    monkeypatch.setattr(flow, "run_yosys", broken)
+    monkeypatch.setattr(cells, "run_yosys", broken)
     with pytest.raises(flow.ToolError, match="front end"):
         flow.synthesize(8, 4, DESIGN, tmp_path / "work", cache_dir=tmp_path / "cache")
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

