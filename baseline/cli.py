@@ -4,10 +4,11 @@ import argparse
 from pathlib import Path
 
 from deca.golden.summary import format_table
+from deca.sim.model.measured import DEFAULT_OUT
 
 from .build import build
 from .decode import AVX512_FEATURES, avx512_supported, choose_path
-from .measure import DEFAULT_OUT, DEFAULT_WORKLOADS, TARGET_FACTOR, XEON_REFERENCE, measure, parse_workloads, write
+from .measure import DEFAULT_WORKLOADS, TARGET_FACTOR, XEON_REFERENCE, measure, parse_workloads, write
 
 
 def _workloads(text):

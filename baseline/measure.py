@@ -29,7 +29,7 @@ import numpy as np
 from deca.golden import compress
 from deca.golden.format import TILE_BYTES
 from deca.golden.schemes import get_scheme
-from deca.sim.model.measured import DEFAULT_OUT, FORMAT, PLATFORM_FILE
+from deca.sim.model.measured import FORMAT, PLATFORM_FILE
 
 from .build import compiler, library_path
 from .decode import Stats, TileSet, avx512_supported, choose_path, lib

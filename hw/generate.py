@@ -16,7 +16,7 @@ from deca.golden import format as golden_format
 from .params import LOADERS
 from .pe import PE
 from .registers import register_table
-from .units import UNITS, build_unit
+from .units import build_unit
 
 
 def top_name(design, W, L, loaders=LOADERS):

@@ -119,7 +119,7 @@ class PE(wiring.Component):
             return q
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale", "pipe", "resp")}
-        which = self._requests(m, loaders, orders, regs)
+        self._requests(m, loaders, orders, regs)
         self._pipeline_inputs(m, loaders, orders, pipeline)
         self._completions(m, loaders, orders, pipeline, tout)
         self._memory(m, loaders, orders["resp"])
@@ -150,7 +150,6 @@ class PE(wiring.Component):
             prefetcher.degree.eq(regs.degree),
         ]
         wiring.connect(m, prefetcher.pf, wiring.flipped(self.pf_req))
-        return which
 
     def _pipeline_inputs(self, m, loaders, orders, pipeline):
         """The pipeline's three inputs, each following request order; a tile's first vOp enters ``pipe``."""
