@@ -112,3 +112,27 @@ def test_modes_design_rows_and_outliers(records):
     # rec() measures 1.01 x the analytic bpv: outside the tolerance only where 1% exceeds 0.02.
     assert {r["key"] for r in bpv_outliers(records)} == {r["key"] for r in records if 0.01 * r["bpv_analytic"] > 0.02}
     assert bpv_outliers([rec(bpv=3.0)]) == [] and len(bpv_outliers([rec(bpv=3.0) | {"bpv_measured": 3.2}])) == 1
+
+
+def test_software_rows_against_both_software_engines():
+    from deca.sim.measure.report import SOFTWARE_COLUMNS, print_summary, software_rows
+    from deca.sim.model.measured import MeasuredSoftwareEngine
+
+    # Unlimited memory: the software is VEC-bound, one tile of 512 FMAs x N per VO_tile cycles per core.
+    unlimited = {"platform": "spr-hbm", "bytes_per_cycle": 1e6, "batch": 1}
+    mx = rec(scheme="mxfp4") | {"system": unlimited}
+    measured = MeasuredSoftwareEngine({"mxfp4": ((1.0, 50.0),)}, "test cpu", "avx512", "platform.json")
+    row, = software_rows([mx], measured)
+    fma_per_cycle = 512 * 56 * 2.5e9 / 1e12  # TFLOPS at one tile per cycle per core
+    assert row["sw_paper"] == pytest.approx(fma_per_cycle / 100)  # the paper-derived 100 cycles of MXFP4
+    assert row["sw_measured"] == pytest.approx(fma_per_cycle / 50)
+    assert row["x_paper"] == pytest.approx(mx["tflops"] / row["sw_paper"])
+    assert row["x_measured"] == pytest.approx(mx["tflops"] / row["sw_measured"])
+    # No measured cost for sparse BF8, and no measured engine at all: the columns stay empty.
+    row, = software_rows([rec(density=0.5) | {"system": unlimited}], measured)
+    assert row["sw_paper"] == pytest.approx(fma_per_cycle / 71) and row["sw_measured"] is None
+    assert all(r["x_measured"] is None for r in software_rows([mx], None))
+    lines = []
+    print_summary([mx, rec(density=0.5)], None, log=lines.append)
+    text = "\n".join(lines)
+    assert "run 'deca baseline'" in text and all(head in text for head, _ in SOFTWARE_COLUMNS.values())

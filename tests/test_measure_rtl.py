@@ -142,6 +142,7 @@ def test_deca_run_with_squashes_delivers_every_tile(tmp_path, capsys, seed):
     (["--bandwidth", "0"], "memory bandwidth must be positive"),
     (["--squash-prob", "1"], "squash probability must be a number in [0, 1)"),
     (["--loaders", "5"], "loaders must be one of 2, 3, 4"),
+    (["--baseline", "nope.json"], "no software-baseline platform file nope.json: run 'deca baseline' first"),
 ])
 def test_deca_run_refuses_bad_input_before_building(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

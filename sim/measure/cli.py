@@ -67,6 +67,9 @@ def _add_system(p, modes):
     c.add_argument("--jobs", type=int, default=2, help="simulator runs in parallel (default 2)")
     c.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default verilator)")
     c.add_argument("--seed", type=int, default=1, help="seed of the weights and latencies (default 1)")
+    c.add_argument("--baseline", metavar="JSON|none",
+                   help="software engine measured by 'deca baseline' that the report compares with "
+                        "(default: out/baseline/platform.json when it exists)")
 
 
 def _loaders(args):
@@ -91,18 +94,26 @@ def _campaign(args, tiles, replace, **extra):
     return Campaign(args.out, settings, replace=replace)
 
 
+def _baseline(args):
+    """The software engine measured by ``deca baseline`` that the reports compare with, or None."""
+    from deca.sim.model.measured import chosen_engine
+
+    return chosen_engine(args.baseline)
+
+
 def _finish(campaign, points, args, title, explanations=()):
     from .campaign import stderr_log, write_tables
     from .report import print_summary, write_report
 
+    measured = _baseline(args)  # a bad file fails before the runs
     try:
         records = campaign.run(points, args.sim, args.jobs, log=stderr_log)
     except KeyboardInterrupt:
         sys.exit(130)
-    print_summary(records)
+    print_summary(records, measured)
     csv_path, json_path = write_tables(records, args.out)
     command = "deca " + shlex.join(map(str, args.argv))
-    report = write_report(args.out, records, title, command, campaign.settings, explanations)
+    report = write_report(args.out, records, title, command, campaign.settings, explanations, measured)
     print(f"\nwrote {report}, {csv_path.name}, {json_path.name} and plots in {args.out}")
     return records
 

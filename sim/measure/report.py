@@ -1,11 +1,15 @@
 """Tables and the Markdown report of a measurement campaign (``deca run``, ``deca sweep``): the
 measured numbers beside the analytic model, the paper's Table 4 and the two invocation modes."""
 
+from dataclasses import replace
 from pathlib import Path
 
 from deca.golden.summary import format_table
 
 from deca.sim.bench.system import System
+from deca.sim.model.engines import SoftwareEngine
+from deca.sim.model.kernels import kernel
+from deca.sim.model.roof import predict
 from deca.sim.model.paper import (
     DSE_BEST, DSE_BEST_OVER_UNDER, DSE_OVER, DSE_OVER_OVER_BEST_MAX, DSE_UNDER, TABLE4_DECA, TEPL_SPEEDUP_5PCT,
 )
@@ -38,6 +42,42 @@ MODES_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"), "workload": ("workload", "{}"), "tepl": ("TEPL cycles/tile", "{:.1f}"),
     "store": ("store-and-fence", "{:.1f}"), "ratio": ("TEPL speedup", "{:.2f}x"),
 }
+
+_speedup = lambda x: "-" if x is None else f"{x:.2f}x"  # noqa: E731
+SOFTWARE_COLUMNS = {
+    "W": ("W", "{}"), "L": ("L", "{}"), "workload": ("workload", "{}"), "mode": ("mode", "{}"),
+    "tflops": ("DECA TFLOPS", "{:.2f}"), "sw_paper": ("SW paper-derived", "{:.2f}"),
+    "x_paper": ("DECA / it", _speedup), "sw_measured": ("SW measured", lambda x: "-" if x is None else f"{x:.2f}"),
+    "x_measured": ("DECA / it", _speedup),
+}
+
+
+def software_rows(records, measured=None):
+    """Each record's measured TFLOPS beside the Roof-Surface TFLOPS of the software engines on the
+    same platform, batch and workload: the paper-derived costs (``SoftwareEngine``) and, when given,
+    those measured on this machine by ``deca baseline`` (a ``MeasuredSoftwareEngine``; "-" where it
+    has no cost for the scheme). A user's matrix keeps its measured bytes per tile."""
+    rows = []
+    for r in records:
+        system = System(**r["system"])
+        platform = platform_of(system)
+        kern = kernel(r["scheme"], None if r["density"] == 1 else r["density"])
+        if "@" not in r["workload"]:
+            kern = replace(kern, bytes_per_tile=r["bytes_per_tile"])
+        paper = predict(platform, kern, SoftwareEngine(), system.batch).flops / 1e12
+        mine = predict(platform, kern, measured, system.batch).flops / 1e12 \
+            if measured is not None and measured.measures(kern) else None
+        rows.append({**{k: r[k] for k in ("W", "L", "workload", "mode", "tflops")},
+                     "sw_paper": paper, "x_paper": r["tflops"] / paper, "sw_measured": mine,
+                     "x_measured": None if mine is None else r["tflops"] / mine})
+    return rows
+
+
+def software_note(measured):
+    if measured is None:
+        return ("Software engine measured on this machine: none (run 'deca baseline' to measure it; "
+                "'SW measured' stays empty until then).")
+    return f"Software engine measured on this machine: {measured.describe()}."
 
 
 def summary_rows(records):
@@ -91,8 +131,11 @@ def _markdown(rows, columns):
     return "\n".join("| " + " | ".join(row) + " |" for row in [head, ["---"] * len(head), *cells])
 
 
-def print_summary(records, log=print):
+def print_summary(records, measured=None, log=print):
     log(format_table(summary_rows(records), SUMMARY_COLUMNS))
+    log("\nAgainst the software-only baseline (Roof-Surface TFLOPS of the AVX-512 decompression on the "
+        "same platform). " + software_note(measured))
+    log(format_table(software_rows(records, measured), SOFTWARE_COLUMNS))
     t4 = table4_rows(records)
     if t4:
         log(f"\nPaper's Table 4 (Q8, N = 1, HBM, DECA): W = {t4[0]['W']}, L = {t4[0]['L']} measured (paper) utilization")
@@ -110,7 +153,7 @@ def print_summary(records, log=print):
                   for r in outliers))
 
 
-def write_report(out, records, title, command, settings, explanations=()):
+def write_report(out, records, title, command, settings, explanations=(), measured=None):
     """Plots and ``report.md`` in ``out``; returns the report's path. ``explanations``: paragraphs on gaps."""
     out = Path(out)
     system = System(**settings["system"])
@@ -133,7 +176,12 @@ def write_report(out, records, title, command, settings, explanations=()):
              f"{settings['tiles']} tiles per workload, seed {settings['seed']}, simulator {settings['sim']}.",
              "", "Every tile was checked bit for bit against the golden model and every counter against the "
              "models. *model* is the Roof-Surface prediction; bpv model is the closed form of section 6.2.",
-             "", "## Summary", "", _markdown(summary_rows(records), SUMMARY_COLUMNS)]
+             "", "## Summary", "", _markdown(summary_rows(records), SUMMARY_COLUMNS),
+             "", "## Against the software-only baseline", "",
+             "DECA's measured TFLOPS beside the Roof-Surface TFLOPS of the software decompression on the same "
+             "platform, batch and workload: with the paper-derived costs (its Table 2) and with the costs "
+             "measured on this machine by `deca baseline`. " + software_note(measured), "",
+             _markdown(software_rows(records, measured), SOFTWARE_COLUMNS)]
     t4 = table4_rows(records)
     if t4:
         lines += ["", "## The paper's Table 4 (Q8, N = 1, HBM, DECA)", "",

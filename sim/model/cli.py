@@ -112,9 +112,9 @@ def _software(args):
 
 def _measured(args):
     """The software engine measured on this machine (deca.baseline), or None (said once)."""
-    from .measured import default_engine, measured_engine
+    from .measured import chosen_engine
 
-    engine = None if args.baseline == "none" else measured_engine(args.baseline) if args.baseline else default_engine()
+    engine = chosen_engine(args.baseline)
     if engine is None and args.baseline != "none":
         print("software measured on this machine: none yet (run 'deca baseline' to measure it)")
     elif engine is not None:

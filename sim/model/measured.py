@@ -66,6 +66,14 @@ def default_engine():
     return measured_engine(DEFAULT_PLATFORM_FILE) if Path(DEFAULT_PLATFORM_FILE).is_file() else None
 
 
+def chosen_engine(choice):
+    """The engine a ``--baseline`` option names: None for "none", the given file's, or by default
+    ``default_engine()``."""
+    if choice == "none":
+        return None
+    return measured_engine(choice) if choice else default_engine()
+
+
 def load_platform(path):
     """A platform file written by ``deca baseline``; ValueError naming the problem otherwise."""
     path = Path(path)
