@@ -17,6 +17,8 @@ def pytest_configure(config):
     if seed is None:
         seed = int(os.environ.get("DECA_SEED", np.random.SeedSequence().entropy % 2**32))
     config.deca_seed = seed
+    # pytest-xdist's workers start after this and inherit the environment: one seed for the run.
+    os.environ["DECA_SEED"] = str(seed)
 
 
 def pytest_report_header(config):
