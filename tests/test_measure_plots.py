@@ -132,6 +132,9 @@ def test_software_rows_against_both_software_engines():
     row, = software_rows([rec(density=0.5) | {"system": unlimited}], measured)
     assert row["sw_paper"] == pytest.approx(fma_per_cycle / 71) and row["sw_measured"] is None
     assert all(r["x_measured"] is None for r in software_rows([mx], None))
+    # A scheme the paper gives no software cost for (NVFP4): that column stays empty too.
+    row, = software_rows([rec(scheme="nvfp4", density=0.5)], measured)
+    assert row["sw_paper"] is None and row["x_paper"] is None
     lines = []
     print_summary([mx, rec(density=0.5)], None, log=lines.append)
     text = "\n".join(lines)

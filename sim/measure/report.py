@@ -7,7 +7,7 @@ from pathlib import Path
 from deca.golden.summary import format_table
 
 from deca.sim.bench.system import System
-from deca.sim.model.engines import SoftwareEngine
+from deca.sim.model.engines import SOFTWARE_CYCLES_PER_TILE, SoftwareEngine, scheme_class
 from deca.sim.model.kernels import kernel
 from deca.sim.model.roof import predict
 from deca.sim.model.paper import (
@@ -43,20 +43,20 @@ MODES_COLUMNS = {
     "store": ("store-and-fence", "{:.1f}"), "ratio": ("TEPL speedup", "{:.2f}x"),
 }
 
+_tflops = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
 _speedup = lambda x: "-" if x is None else f"{x:.2f}x"  # noqa: E731
 SOFTWARE_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"), "workload": ("workload", "{}"), "mode": ("mode", "{}"),
-    "tflops": ("DECA TFLOPS", "{:.2f}"), "sw_paper": ("SW paper-derived", "{:.2f}"),
-    "x_paper": ("DECA / it", _speedup), "sw_measured": ("SW measured", lambda x: "-" if x is None else f"{x:.2f}"),
-    "x_measured": ("DECA / it", _speedup),
+    "tflops": ("DECA TFLOPS", "{:.2f}"), "sw_paper": ("SW paper-derived", _tflops), "x_paper": ("DECA / it", _speedup),
+    "sw_measured": ("SW measured", _tflops), "x_measured": ("DECA / it", _speedup),
 }
 
 
 def software_rows(records, measured=None):
     """Each record's measured TFLOPS beside the Roof-Surface TFLOPS of the software engines on the
     same platform, batch and workload: the paper-derived costs (``SoftwareEngine``) and, when given,
-    those measured on this machine by ``deca baseline`` (a ``MeasuredSoftwareEngine``; "-" where it
-    has no cost for the scheme). A user's matrix keeps its measured bytes per tile."""
+    those measured on this machine by ``deca baseline`` (a ``MeasuredSoftwareEngine``). None ("-")
+    where an engine has no cost for the scheme. A user's matrix keeps its measured bytes per tile."""
     rows = []
     for r in records:
         system = System(**r["system"])
@@ -64,12 +64,12 @@ def software_rows(records, measured=None):
         kern = kernel(r["scheme"], None if r["density"] == 1 else r["density"])
         if "@" not in r["workload"]:
             kern = replace(kern, bytes_per_tile=r["bytes_per_tile"])
-        paper = predict(platform, kern, SoftwareEngine(), system.batch).flops / 1e12
-        mine = predict(platform, kern, measured, system.batch).flops / 1e12 \
-            if measured is not None and measured.measures(kern) else None
+        paper, mine = (predict(platform, kern, engine, system.batch).flops / 1e12 if known else None
+                       for engine, known in ((SoftwareEngine(), scheme_class(kern) in SOFTWARE_CYCLES_PER_TILE),
+                                             (measured, measured is not None and measured.measures(kern))))
         rows.append({**{k: r[k] for k in ("W", "L", "workload", "mode", "tflops")},
-                     "sw_paper": paper, "x_paper": r["tflops"] / paper, "sw_measured": mine,
-                     "x_measured": None if mine is None else r["tflops"] / mine})
+                     "sw_paper": paper, "x_paper": None if paper is None else r["tflops"] / paper,
+                     "sw_measured": mine, "x_measured": None if mine is None else r["tflops"] / mine})
     return rows
 
 
