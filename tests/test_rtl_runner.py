@@ -36,8 +36,8 @@ import random
 
 import cocotb
 
-from deca.sim.bench.cocotb_bus import reset, start, tb_params
-from deca.sim.bench.bus import UnresolvedValue
+from deca.sim.bench.bus import UnresolvedValue, reset
+from deca.sim.bench.cocotb_bus import start, tb_params
 from deca.sim.bench.registers import read_regs, write_reg
 
 

@@ -95,3 +95,11 @@ async def idle_cycles(bus, ports, cycles):
         outputs = read_outputs(bus, ports.outputs, cycle)
         await bus.tick()
     return outputs
+
+
+async def reset(bus, cycles=4):
+    """Hold ``rst`` high for ``cycles`` clock edges; returns at the start of the first cycle out of reset."""
+    bus.set("rst", 1)
+    for _ in range(cycles):
+        await bus.tick()
+    bus.set("rst", 0)

@@ -70,14 +70,6 @@ async def start(dut, period_ns=10):
     return bus
 
 
-async def reset(bus, cycles=4):
-    """Hold ``rst`` high for ``cycles`` clock edges; returns at the start of the first cycle out of reset."""
-    bus.set("rst", 1)
-    for _ in range(cycles):
-        await bus.tick()
-    bus.set("rst", 0)
-
-
 def tb_params():
     """The testbench parameters ``deca.sim.rtl_runner.run`` passed (a dict)."""
     return json.loads(os.environ.get(PARAMS_ENV, "{}"))

@@ -42,10 +42,11 @@ DEFAULTS = {
 
 class Bench:
     """One reset PE behind ``bus``, with its parameters (``DEFAULTS`` updated by ``params``), ports
-    and random generator; ``log`` takes a printf-style message."""
+    and random generator; ``log`` takes a printf-style message. ``harness``: the Harness class its
+    runs use (``deca.sim.bench.engine.FastHarness`` on the fast engine's bus)."""
 
-    def __init__(self, bus, params, log):
-        self.bus, self.p, self.log = bus, {**DEFAULTS, **params}, log
+    def __init__(self, bus, params, log, harness=Harness):
+        self.bus, self.p, self.log, self.harness = bus, {**DEFAULTS, **params}, log, harness
         self.W, self.L = self.p["W"], self.p["L"]
         self.ports = PePorts(self.p["addr_bits"], self.p["id_bits"], self.p["tags"], self.p["loaders"])
         self.rng = np.random.default_rng(self.p["seed"])
@@ -72,7 +73,7 @@ class Bench:
         await clear_counters(self.bus)
         core = core(batch.requests, self.rng, loaders=self.ports.loaders, id_bits=p["id_bits"], **p["core"], **(squash or {}))
         memory = MemoryModel(batch.image, batch.base, self.rng, **p["memory"])
-        harness = Harness(core, memory, Scoreboard(), self.ports)
+        harness = self.harness(core, memory, Scoreboard(), self.ports)
         await harness.run(self.bus)
         counters = await read_counters(self.bus)
         self.check_counters(harness, batch, counters)

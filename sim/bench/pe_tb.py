@@ -6,8 +6,8 @@ parameters come as JSON in $DECA_TB_PARAMS.
 
 import cocotb
 
-from deca.sim.bench.bus import drive_idle
-from deca.sim.bench.cocotb_bus import reset, start, tb_params
+from deca.sim.bench.bus import drive_idle, reset
+from deca.sim.bench.cocotb_bus import start, tb_params
 from deca.sim.bench.pe_bench import PROCEDURES, Bench
 
 

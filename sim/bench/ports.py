@@ -20,6 +20,9 @@ class Packer:
     def offset(self, name):
         return self._field[name][0]
 
+    def field_width(self, name):
+        return self._field[name][1].bit_length()
+
     def pack(self, values):
         word = 0
         for name, value in values.items():

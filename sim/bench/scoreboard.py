@@ -52,10 +52,7 @@ class Scoreboard:
                 raise Mismatch(f"{where}: row {row} has last={beat['last']}")
             want = request.expected[row]
             if beat["data"] != want:
-                diff = beat["data"] ^ want
-                e = ((diff & -diff).bit_length() - 1) // 16
-                raise Mismatch(f"{where}: row {row} element {e}: got {beat['data'] >> 16 * e & 0xFFFF:#06x}, "
-                               f"expected {want >> 16 * e & 0xFFFF:#06x}")
+                raise Mismatch(row_mismatch(where, row, beat["data"], want))
             head[2] = row + 1
             if not beat["last"]:
                 return None
@@ -77,6 +74,13 @@ class Scoreboard:
     def summary(self):
         return "in flight: " + (", ".join(f"id {rid} {request.label} (next row {row})"
                                           for rid, request, row in self.inflight) or "none")
+
+
+def row_mismatch(where, row, got, want):
+    """The message of a tile row ``got`` that differs from ``want`` (ints): the first element that differs."""
+    diff = got ^ want
+    e = ((diff & -diff).bit_length() - 1) // 16
+    return f"{where}: row {row} element {e}: got {got >> 16 * e & 0xFFFF:#06x}, expected {want >> 16 * e & 0xFFFF:#06x}"
 
 
 def _reason(value):

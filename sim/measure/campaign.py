@@ -11,6 +11,7 @@ built once per simulator (``deca.sim.bench.runner``); its points then run in wor
 several points per simulator run.
 """
 
+import asyncio
 import csv
 import hashlib
 import json
@@ -25,6 +26,7 @@ from pathlib import Path
 from deca.errors import UsageError
 from deca.hw.generate import generate_cached, top_name
 from deca.hw.params import ParameterError, check_params
+from deca.sim.bench.ports import PePorts
 from deca.sim.bench.runner import BUILD_ROOT, run
 from deca.toolchain import SIMULATORS
 
@@ -33,6 +35,9 @@ from .records import COLUMNS, read_records
 #: The PE parameters other than W and L (the generator's defaults).
 DESIGN = {"tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8}
 VERILOG_CACHE = BUILD_ROOT.parent / "verilog"
+#: How points are run: "fast", the C++ harness around the Verilated PE (``deca.sim.bench.engine``),
+#: or "python", the cocotb testbench (``deca.sim.measure.tb``); they give the same records.
+ENGINES = ("fast", "python")
 
 
 class CampaignError(UsageError):
@@ -48,6 +53,7 @@ def code_digest():
 
     packages = [Path(package.__file__).parent for package in (golden, hw, model, bench)]
     sources = [source for folder in packages for source in sorted(folder.glob("*.py"))]
+    sources += sorted((packages[-1] / "csrc").iterdir())  # the fast engine's C++
     sources += [Path(__file__).with_name(f"{module}.py") for module in ("point", "records", "tb")]
     digest = hashlib.sha256()
     for source in sources:
@@ -72,11 +78,36 @@ def _generate(W, L, loaders):
     return str(generate_cached(W, L, VERILOG_CACHE, **DESIGN, loaders=loaders))
 
 
-def _measure(sim, verilog, W, L, points, params, run_name):
+def default_engine(sim):
+    """The fast engine on Verilator; the cocotb testbench on the other simulators."""
+    return "fast" if sim == "verilator" else "python"
+
+
+def check_engine(engine, sim):
+    if engine not in ENGINES:
+        raise CampaignError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "fast" and sim != "verilator":
+        raise CampaignError(f"the fast engine runs on Verilator only, not {sim}; use --engine python")
+
+
+def _measure(sim, verilog, W, L, points, params, run_name, engine="python", build_jobs=2):
     """Worker: run ``points`` of the (W, L) design in one simulator run."""
-    run(sim, [verilog], top_name("pe", W, L, params["loaders"]), "deca.sim.measure.tb", Path(params["out"]),
-        params={**params, **DESIGN, "W": W, "L": L, "points": [p.as_dict() for p in points]},
-        run_name=run_name, seed=params["seed"])
+    params = {**params, **DESIGN, "W": W, "L": L, "points": [p.as_dict() for p in points]}
+    top = top_name("pe", W, L, params["loaders"])
+    if engine == "python":
+        run(sim, [verilog], top, "deca.sim.measure.tb", Path(params["out"]), params=params, run_name=run_name,
+            seed=params["seed"])
+        return
+    from deca.sim.bench.engine import FastHarness, VerilatorBus, build
+
+    from .point import measure_points
+
+    ports = PePorts(DESIGN["addr_bits"], DESIGN["id_bits"], DESIGN["tags"], params["loaders"])
+    bus = VerilatorBus(build(verilog, top, ports, jobs=build_jobs))
+    try:
+        asyncio.run(measure_points(bus, params, lambda *args: None, FastHarness))
+    finally:
+        bus.close()
 
 
 class Campaign:
@@ -108,19 +139,21 @@ class Campaign:
     def done(self):
         return read_records(self.points_dir) if self.points_dir.is_dir() else {}
 
-    def run(self, points, sim="verilator", jobs=2, log=print):
-        """Measure the ``points`` not in the folder yet, ``jobs`` simulator runs at a time; returns
-        the records of all ``points``. Progress goes to ``log``; Ctrl-C leaves finished points on disk."""
+    def run(self, points, sim="verilator", jobs=2, log=print, engine="python"):
+        """Measure the ``points`` not in the folder yet, ``jobs`` simulator runs at a time, on
+        ``engine`` (``ENGINES``); returns the records of all ``points``. Progress goes to ``log``;
+        Ctrl-C leaves finished points on disk."""
         if sim not in SIMULATORS:
             raise CampaignError(f"simulator must be one of {', '.join(SIMULATORS)}, got {sim!r}")
+        check_engine(engine, sim)
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise CampaignError(f"--jobs must be a positive integer, got {jobs!r}")
         have = self.done()
         todo = [p for p in points if p.key not in have]
         log(f"{len(points) - len(todo)} of {len(points)} points already in {self.points_dir}; "
-            f"{len(todo)} to measure with {jobs} job{'s' * (jobs > 1)} on {sim}")
+            f"{len(todo)} to measure with {jobs} job{'s' * (jobs > 1)} on {sim} ({engine} engine)")
         if todo:
-            self._measure(todo, sim, jobs, log)
+            self._measure(todo, sim, jobs, log, engine)
         have = self.done()
         missing = [p.key for p in points if p.key not in have]
         if missing:
@@ -128,7 +161,7 @@ class Campaign:
                                 + (" ..." if len(missing) > 8 else ""))
         return [have[p.key] for p in points]
 
-    def _measure(self, todo, sim, jobs, log):
+    def _measure(self, todo, sim, jobs, log, engine):
         by_design = defaultdict(list)
         for p in todo:
             by_design[p.W, p.L].append(p)
@@ -148,7 +181,7 @@ class Campaign:
                     for i in range(min(chunks, len(pts))):
                         part = pts[i::chunks]
                         futures[pool.submit(_measure, sim, verilog[W, L], W, L, part, params,
-                                            f"measure-{tag}-{i}")] = part
+                                            f"measure-{tag}-{i}", engine, 2 if len(by_design) == 1 else 1)] = part
                 self._progress(futures, len(todo), start, failures, log)
             except KeyboardInterrupt:
                 pool.shutdown(wait=False, cancel_futures=True)

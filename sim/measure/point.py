@@ -17,15 +17,22 @@ from deca.golden import TILE_ELEMS, compress, load
 from deca.golden.format import TILE_COLS, TILE_ROWS
 from deca.hw.layouts import LINE_BYTES
 
+from deca.sim.bench.bus import drive_idle, reset
 from deca.sim.bench.cores import MODES, gemm_core
+from deca.sim.bench.harness import Harness
+from deca.sim.bench.pe_bench import Bench
 from deca.sim.bench.stimulus import DEFAULT_BASE, tile_batch
+from deca.sim.bench.system import System
 from deca.sim.model.bubbles import bpv_expected, bpv_monte_carlo
 from deca.sim.model.engines import DecaEngine
 from deca.sim.model.kernels import kernel, kernel_from_matrix
 from deca.sim.model.platform import Platform
 from deca.sim.model.roof import predict
 
-from .records import COLUMNS
+from .records import COLUMNS, write_record
+
+#: The PE parameters a campaign's testbench parameters name besides W and L.
+DESIGN_PARAMS = ("tags", "sqq_bytes", "addr_bits", "id_bits", "loaders")
 
 @dataclass(frozen=True)
 class Point:
@@ -95,6 +102,23 @@ async def measure_point(bench, point, system, tiles, seed):
         batch, core=lambda requests, rng, **kw: gemm_core(point.mode, requests, rng, **kw,
                                                           **system.core_kwargs(point.mode)))
     return record(point, system, cm, len(batch.requests), seed, harness, counters)
+
+
+async def measure_points(bus, p, log, harness=Harness):
+    """Reset the PE behind ``bus`` and measure the points of the testbench parameters ``p`` one after
+    another, each record written to ``p["out"]`` as soon as it is measured. ``p``: the design's
+    parameters, ``system`` (a ``System`` as a dict), ``points``, ``tiles``, ``seed`` and ``out``;
+    ``harness``: the Harness class (the fast engine's on its bus)."""
+    system = System(**p["system"])
+    bench = Bench(bus, {**{name: p[name] for name in ("W", "L", *DESIGN_PARAMS)}, "seed": p["seed"], "core": {},
+                        "memory": system.memory_kwargs(), "prefetch_degree": system.prefetch_degree}, log, harness)
+    drive_idle(bus, bench.ports.inputs)
+    await reset(bus)
+    for fields in p["points"]:
+        point = Point(**fields)
+        rec = await measure_point(bench, point, system, p["tiles"], p["seed"])
+        write_record(p["out"], rec)
+        log("%s: %.1f cycles per tile, bpv %.4f", point.key, rec["cycles_per_tile"], rec["bpv_measured"])
 
 
 def record(point, system, cm, tiles, seed, harness, counters):
