@@ -64,7 +64,7 @@ def _ports_header(ports):
 def _first_error(log):
     """The compiler's or Verilator's first error line of a build log."""
     for line in log.splitlines():
-        if re.search(r"(error|Error-|%Error)", line):
+        if re.search(r"\berror:|%Error", line):
             return line.strip()
     return log.strip().splitlines()[-1] if log.strip() else "no output"
 

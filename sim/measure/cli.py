@@ -66,6 +66,8 @@ def _add_system(p, modes):
                    f"{LOADER_CHOICES[-1]} (default {LOADERS}, the paper's)")
     c.add_argument("--jobs", type=int, default=2, help="simulator runs in parallel (default 2)")
     c.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default verilator)")
+    c.add_argument("--engine", metavar="ENGINE", help="fast (the models in C++ around the Verilated PE; the default on "
+                   "Verilator) or python (the cocotb testbench, the default on Icarus); the same records")
     c.add_argument("--seed", type=int, default=1, help="seed of the weights and latencies (default 1)")
     c.add_argument("--baseline", metavar="JSON|none",
                    help="software engine measured by 'deca baseline' that the report compares with "
@@ -78,7 +80,10 @@ def _loaders(args):
 
 
 def _campaign(args, tiles, replace, **extra):
-    from .campaign import Campaign, code_digest
+    from .campaign import Campaign, check_engine, code_digest, default_engine
+
+    args.engine = args.engine or default_engine(args.sim)
+    check_engine(args.engine, args.sim)
 
     sys_ = system(args.platform, args.platforms, bandwidth=args.bandwidth, miss_latency=args.miss_latency,
                   hit_latency=args.hit_latency, link_latency=args.link_latency, tepl_queue=args.tepl_queue,
@@ -107,7 +112,7 @@ def _finish(campaign, points, args, title, explanations=()):
 
     measured = _baseline(args)  # a bad file fails before the runs
     try:
-        records = campaign.run(points, args.sim, args.jobs, log=stderr_log)
+        records = campaign.run(points, args.sim, args.jobs, log=stderr_log, engine=args.engine)
     except KeyboardInterrupt:
         sys.exit(130)
     print_summary(records, measured)

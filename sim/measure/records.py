@@ -26,6 +26,19 @@ def bpv_tolerance(analytic):
 
 
 
+def first_difference(records, others, names=("the first", "the second")):
+    """None if the two lists of records are equal, else a line naming the first record and field that
+    differ (how the engines' cross-check reports a mismatch)."""
+    for index, (a, b) in enumerate(zip(records, others)):
+        for field in [*a, *(f for f in b if f not in a)]:
+            if a.get(field) != b.get(field):
+                return (f"record {index} ({a.get('key')}): {field} is {a.get(field)!r} in {names[0]}, "
+                        f"{b.get(field)!r} in {names[1]}")
+    if len(records) != len(others):
+        return f"{len(records)} records in {names[0]}, {len(others)} in {names[1]}"
+    return None
+
+
 def write_record(folder, rec):
     """Write a record as ``<folder>/<key>.json``, atomically: an interrupted run leaves no half file."""
     folder = Path(folder)

@@ -1,0 +1,147 @@
+"""The fast measurement engine (``deca.sim.bench.engine``: the harness and the models in C++ around the
+Verilated PE) against the Python path: the same records as the cocotb testbench for every default
+workload of ``deca run`` in both modes and with squashes; the same runs and the same failures
+(hang, wrong tile, memory protocol) as the Python Harness on the same simulator, through a rough
+core and memory (back-pressure, out-of-order responses, squashes, dropped and malformed requests);
+its build errors. All on the W = 8, L = 4 PE, whose Verilator builds the other RTL tests share.
+"""
+
+import asyncio
+import shutil
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from deca.golden import compress
+from deca.hw.generate import top_name
+from deca.sim.bench.bus import CheckFailure, drive_idle, reset
+from deca.sim.bench.cores import MODES, gemm_core
+from deca.sim.bench.engine import SOURCES, EngineBuildError, FastHarness, VerilatorBus, build
+from deca.sim.bench.harness import Harness
+from deca.sim.bench.pe_bench import Bench
+from deca.sim.bench.ports import PePorts
+from deca.sim.bench.stimulus import malformed_requests
+from deca.sim.bench.system import system
+from deca.sim.measure import campaign as campaign_module
+from deca.sim.measure.campaign import ENGINES, Campaign, code_digest
+from deca.sim.measure.cli import RUN_WORKLOADS
+from deca.sim.measure.point import Point
+from deca.sim.measure.records import first_difference
+
+TILES = 6
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return build(campaign_module._generate(8, 4, 2), top_name("pe", 8, 4), PePorts())
+
+
+def test_engines_measure_the_same_records(tmp_path, seed):
+    """``deca run``'s workloads in both modes, then TEPL with squashes: field by field equal."""
+    print(f"seed {seed}")
+    for squash_prob, modes in ((0.0, MODES), (0.03, ("tepl",))):
+        settings = {"system": system("spr-hbm", squash_prob=squash_prob).as_dict(), "tiles": TILES, "seed": seed,
+                    "sim": "verilator", "code": code_digest(), "loaders": 2}
+        points = [Point(8, 4, w, m) for w in RUN_WORKLOADS for m in modes]
+        runs = {engine: Campaign(tmp_path / f"{engine}-{squash_prob}", settings).run(points, jobs=1, log=print,
+                                                                                      engine=engine)
+                for engine in ENGINES}
+        assert first_difference(runs["python"], runs["fast"], ("python", "fast")) is None
+        assert (sum(r["squashes"] for r in runs["fast"]) > 0) == (squash_prob > 0)
+
+
+def test_first_difference_names_the_record_and_field():
+    a = [{"key": "p", "cycles": 10, "vops": 4}, {"key": "q", "cycles": 12, "vops": 4}]
+    assert first_difference(a, [dict(r) for r in a]) is None
+    b = [dict(a[0]), {**a[1], "vops": 5, "cycles": 13}]
+    assert first_difference(a, b, ("python", "fast")) == "record 1 (q): cycles is 12 in python, 13 in fast"
+    assert first_difference(a, a[:1]) == "2 records in the first, 1 in the second"
+
+
+def outcome(lib, seed, harness, batch_of, mode, **core):
+    """A fresh PE and a Bench with its rough default core and memory; the run's outcome."""
+    bus = VerilatorBus(lib)
+    try:
+        bench = Bench(bus, {"W": 8, "L": 4, "seed": seed}, lambda *args: None, harness)
+        drive_idle(bus, bench.ports.inputs)
+        asyncio.run(reset(bus))
+        batch = batch_of(bench)
+        try:
+            h, counters = asyncio.run(bench.run(batch, core=lambda requests, rng, **kw: gemm_core(
+                mode, requests, rng, **{**kw, **core})))
+        except CheckFailure as e:
+            return type(e).__name__, str(e)
+        return ("ok", h.cycle, counters, [(rid, r.label) for rid, r in h.scoreboard.completions],
+                [r.label for r in h.core.dropped], h.core.tmul_busy, h.memory.lines_fetched, h.memory.prefetches,
+                h.memory.channel_free, bench.rng.bit_generator.state)
+    finally:
+        bus.close()
+
+
+def both(lib, seed, batch_of, mode, **core):
+    python, fast = (outcome(lib, seed, harness, batch_of, mode, **core) for harness in (Harness, FastHarness))
+    assert fast == python
+    return fast
+
+
+def tiles_and_errors(bench):
+    """A BF8 matrix's tiles with malformed requests between them."""
+    batch = bench.batch(compress(bench.rng.normal(size=(16, 32 * 12)), "bf8", density=0.3), "bf8@0.3", 1)
+    bad = malformed_requests(batch)
+    batch.requests = [*batch.requests[:3], *bad, *batch.requests[3:]]
+    return batch
+
+
+@pytest.mark.parametrize("mode,core", [("tepl", {"squash_prob": 0.01, "reissue": 0.7}), ("store", {})],
+                         ids=["tepl-squashes", "store"])
+def test_a_rough_system_runs_alike(lib, seed, mode, core):
+    """Back-pressure on every port, out-of-order memory, error completions, squashes with dropped
+    TEPLs: cycles, counters, completions, memory and generator state all equal."""
+    result = both(lib, seed, tiles_and_errors, mode, **core)
+    assert result[0] == "ok" and result[2]["ERRORS"] > 0, result[:3]
+
+
+def test_a_hang_is_reported_alike(lib, seed):
+    # A core that never takes a completion: the PE stalls, the watchdog fires with the run's summary.
+    kind, message = both(lib, seed, tiles_and_errors, "tepl", resp_backpressure=1.0)
+    assert kind == "Hang" and "no handshake for" in message and "in flight: id 0" in message
+
+
+def test_a_wrong_tile_is_reported_alike(lib, seed):
+    def wrong(bench):
+        batch = tiles_and_errors(bench)
+        index = next(i for i, r in enumerate(batch.requests) if r.label.endswith(" tile 4"))
+        good = batch.requests[index]
+        batch.requests[index] = replace(good, expected=(*good.expected[:7], good.expected[7] ^ 1 << 100,
+                                                        *good.expected[8:]))
+        return batch
+    kind, message = both(lib, seed, wrong, "tepl")
+    assert kind == "Mismatch" and "tile 4 (id " in message and ": row 7 element 6: got" in message
+
+
+def test_a_memory_protocol_error_is_reported_alike(lib, seed):
+    def short(bench):  # the image ends before the tiles' streams do
+        batch = tiles_and_errors(bench)
+        return replace(batch, image=batch.image[:len(batch.image) // 2])
+    kind, message = both(lib, seed, short, "store")
+    assert kind == "ProtocolError" and "outside the image" in message
+
+
+TINY = "module tiny(input clk, input rst);\nendmodule\n"
+
+
+def test_build_errors_name_the_error_and_the_file(tmp_path, monkeypatch):
+    ports = SimpleNamespace(inputs=(), outputs=())
+    verilog = tmp_path / "tiny.v"
+    verilog.write_text(TINY.replace("endmodule", "wire x = ;\nendmodule"))
+    with pytest.raises(EngineBuildError, match=r"building the fast engine of tiny failed: .*tiny\.v:2"):
+        build(verilog, "tiny", ports, build_root=tmp_path / "b1")
+    verilog.write_text(TINY)
+    broken = tmp_path / "harness.cpp"
+    text = SOURCES[0].read_text()
+    broken.write_text(text.replace("void Engine::run(RunSpec* s) {", "void Engine::run(RunSpec* s) { undeclared();"))
+    monkeypatch.setattr("deca.sim.bench.engine.SOURCES", (broken, SOURCES[1]))
+    shutil.copy(SOURCES[1], tmp_path / SOURCES[1].name)
+    with pytest.raises(EngineBuildError, match=r"failed: .*harness\.cpp:\d+:\d+: error: .*undeclared"):
+        build(verilog, "tiny", ports, build_root=tmp_path / "b2")
