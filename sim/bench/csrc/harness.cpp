@@ -77,13 +77,20 @@ uint64_t port_get64(const Port& p) {
 // Bit fields of a payload (ports.py Packer): a field of up to 64 bits at a bit offset.
 uint64_t field_get(const uint32_t* w, int off, int width) {
     uint64_t v = 0;
-    for (int i = 0; i < width; i++) v |= (uint64_t)(w[(off + i) / 32] >> ((off + i) % 32) & 1) << i;
+    for (int got = 0; got < width;) {  // word by word
+        int bit = off + got, take = std::min(32 - bit % 32, width - got);
+        uint64_t mask = take == 32 ? 0xFFFFFFFFull : (1ull << take) - 1;
+        v |= (w[bit / 32] >> (bit % 32) & mask) << got;
+        got += take;
+    }
     return v;
 }
 void field_set(uint32_t* w, int off, int width, uint64_t v) {
-    for (int i = 0; i < width; i++) {
-        uint32_t bit = 1u << ((off + i) % 32);
-        w[(off + i) / 32] = (v >> i & 1) ? w[(off + i) / 32] | bit : w[(off + i) / 32] & ~bit;
+    for (int put = 0; put < width;) {
+        int bit = off + put, take = std::min(32 - bit % 32, width - put);
+        uint32_t mask = (uint32_t)((take == 32 ? 0xFFFFFFFFull : (1ull << take) - 1) << (bit % 32));
+        w[bit / 32] = (w[bit / 32] & ~mask) | ((uint32_t)(v >> put << (bit % 32)) & mask);
+        put += take;
     }
 }
 void bytes_get(const uint32_t* w, int off, int nbytes, uint8_t* out) {  // a field of whole bytes
@@ -529,11 +536,16 @@ struct Engine {
     }
     const Port& port(const std::string& name) { return ports[index.at(name)]; }
     void tick() {  // the rising edge, where this cycle's handshakes happen, and the next cycle's start
+        rise();
+        top->eval();
+    }
+    // The rising edge, the clock low again but not evaluated: the PE has no falling-edge logic, so
+    // deca_run's loop leaves that evaluation to the next cycle's settle, one eval per cycle fewer.
+    void rise() {
         top->clk = 1;
         top->eval();
         ctx.timeInc(1);
         top->clk = 0;
-        top->eval();
         ctx.timeInc(1);
     }
     void run(RunSpec* s);
@@ -744,13 +756,14 @@ void Engine::run(RunSpec* s) {
             if (handshake) last_handshake = cycle;
             finished = core.done() && board.inflight.empty() && memory.outstanding.empty() && !mem_valid &&
                        !pf_valid_now;
-            tick();
+            rise();
             cycle++;
         }
     } catch (const Failure& failure) {
         status = failure.status;
         message = failure.message;
     }
+    top->eval();
     s->rng[0] = (uint64_t)(rng.state >> 64), s->rng[1] = (uint64_t)rng.state;
     s->rng[4] = rng.has_uint32, s->rng[5] = rng.uinteger;
     delivered = core.delivered;
