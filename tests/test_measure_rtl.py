@@ -36,7 +36,7 @@ def campaign(out, seed, tiles, sim="verilator", **system_kwargs):
 def test_measured_bpv_matches_the_closed_form(tmp_path, W, L, seed):
     print(f"seed {seed}")
     points = [Point(W, L, workload_name(s, d), "tepl") for s in SCHEMES for d in DENSITIES]
-    records = campaign(tmp_path, seed, TILES).run(points, jobs=2, log=print)
+    records = campaign(tmp_path, seed, TILES).run(points, jobs=2, log=print, engine="fast")
     for r in records:
         # The testbench already checked BUBBLE_CYCLES against these masks' windows exactly.
         assert r["bubbles"] / r["vops"] == pytest.approx(r["bpv_masks"], abs=1e-12), r["key"]
@@ -53,7 +53,7 @@ def test_measured_bpv_matches_the_closed_form(tmp_path, W, L, seed):
 def test_a_dequantization_bound_run_follows_the_bubble_rule(tmp_path, seed):
     # W = 8, L = 4, dense Q8: 64 vOps of 2 cycles per tile, more than memory (512 B at ~5.9 B/cycle)
     # or the TMUL need, so cycles per tile approach (1 + bpv) * 512 / W = 128 once the pipe is full.
-    (r,) = campaign(tmp_path, seed, 128).run([Point(8, 4, "bf8@1", "tepl")], jobs=1, log=print)
+    (r,) = campaign(tmp_path, seed, 128).run([Point(8, 4, "bf8@1", "tepl")], jobs=1, log=print, engine="fast")
     assert r["bpv_measured"] == 1 and r["predicted_bound"] == "VEC"
     assert 128 <= r["cycles_per_tile"] <= 128 * 1.1
     assert r["util_deca"] > 0.9 and r["util_mem"] < 0.8
@@ -143,11 +143,15 @@ def test_deca_run_with_squashes_delivers_every_tile(tmp_path, capsys, seed):
     (["--squash-prob", "1"], "squash probability must be a number in [0, 1)"),
     (["--loaders", "5"], "loaders must be one of 2, 3, 4"),
     (["--baseline", "nope.json"], "no software-baseline platform file nope.json: run 'deca baseline' first"),
+    (["--sim", "icarus", "--engine", "fast"], "the fast engine runs on Verilator only, not icarus; use --engine python"),
+    (["--engine", "turbo"], "engine must be one of fast, python, got 'turbo'"),
 ])
-def test_deca_run_refuses_bad_input_before_building(tmp_path, capsys, monkeypatch, args, message):
+@pytest.mark.parametrize("engine", ["fast", "python"])
+def test_deca_run_refuses_bad_input_before_building(tmp_path, capsys, monkeypatch, args, message, engine):
+    # Both engines refuse the same input with the same message (an --engine in ``args`` wins).
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
-        main(["run", "--out", str(tmp_path / "o"), *args])
+        main(["run", "--out", str(tmp_path / "o"), "--engine", engine, *args])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
 
