@@ -143,7 +143,7 @@ class PE(wiring.Component):
         for name in ("vop", "value", "scale", "resp"):
             entry = accepted.any() & scaling if name == "scale" else accepted.any()
             m.d.comb += [orders[name].w_en.eq(entry), orders[name].w_data.eq(which)]
-        m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits)
+        m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, self.loaders)
         m.d.comb += [
             prefetcher.observe.eq(accepted.any()),
             prefetcher.request.eq(Array(port.payload for port in self.tepl_req)[which]),

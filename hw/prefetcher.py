@@ -1,31 +1,83 @@
 """The prefetcher (paper, section 6.1, item 2, and Table 5): lines of the tiles to come, into the L2.
 
 It watches the metadata of every accepted TEPL. Per stream (mask, scale, values) it learns the
-address delta between consecutive tiles and, while that delta is positive, prefetches every line
-up to the end of the stream ``degree`` tiles ahead: through line (addr + degree * delta + len - 1)
-div 64. A value stream's delta is the previous tile's length, so in sparse mode this follows the
-compressed sizes as they go.
+address delta between consecutive accepted tiles and, while that delta is in 1..``MAX_DELTA``,
+prefetches every line up to the end of the stream ``degree`` tiles ahead: through line
+(addr + degree * delta + len - 1) div 64. A value stream's delta is the previous tile's length, so
+in sparse mode this follows the compressed sizes as they go.
 
-Per stream it keeps the highest line it has prefetched or the loaders have demanded, and only ever
-prefetches above it: no line is prefetched twice or after being demanded for that stream, while
-the stream moves forward. A non-positive or huge delta (> ``MAX_DELTA``: not a streaming pattern)
-stops that stream's prefetching until the next request; a negative one (a new pass over the
-weights, or another matrix) also restarts the highest line from the current tile. The state
-survives a squash: the predictions stay valid.
+**Passes.** Per stream it keeps the current *pass*: the highest start address seen (``front``), the
+lowest line and the highest line demanded or prefetched (``low``, ``top``). The loaders may
+accept tiles out of order, so a tile may start below ``front``; it belongs to the pass as long as
+it starts at most ``window_tiles(loaders)`` of its own lengths below ``front`` (the smallest
+power of two >= 2 x loaders: the reordering of the loaders and the reissue after a squash). A
+tile starting further back begins a new pass (another matrix, or the same one again): ``low`` and
+``top`` restart from it and nothing is prefetched for it. A tile in the pass only raises ``top``
+and lowers ``low``; a backwards step learns nothing.
+
+**Guarantee.** Within a pass, a stream prefetches only lines above ``top``, one at a time, each
+raising ``top``: no line twice, and no line of a tile accepted (demanded) in the pass. No stream
+prefetches a line inside another stream's current pass, [low, top] (it skips it), so where the
+regions of the streams meet (the ``memory_image`` layout: values, masks, scales one after the
+other) no line is prefetched twice or after its demand either. A new pass may prefetch lines of
+an earlier one again. Prefetches past the matrix's last tile (up to ``degree`` tiles past each
+stream's end) remain; the testbench counts them as wasted bytes. A stream absent from a request
+(length 0) leaves the pass and blocks no other stream. The state survives a squash.
+
+**Pipeline and latency.** Observations are registered (stage 0), then the adds (stage 1), the
+pass update (stage 2), the degree x delta partial products (into stage 3) and the target line
+(stage 3). A prefetch goes out from registered flags, recomputed one cycle after any change of
+state, and not while an observation is in stages 0 to 2 (so ``top`` already covers a tile's lines
+when the next prefetch is chosen). The first prefetch after an acceptance in cycle t, on an idle
+prefetcher with ``pf.ready`` high, is valid in cycle t + ``LATENCY``; then one line every two
+cycles at most. Adds use a parallel-prefix carry network (``fast_add``): no path is longer than
+one add or compare and a few gates.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import Stream, prefetch_layout, stream_fields, tepl_request_layout
+from .params import LOADERS
 
 MAX_DELTA = 1 << 16
+#: Cycles from an accepted TEPL (``observe``) to its first prefetch on ``pf`` (the paper gives none).
+LATENCY = 5
+
+
+def window_tiles(loaders):
+    """How many of its own lengths a tile may start below the pass's front and still be in the pass."""
+    return 1 << (2 * loaders - 1).bit_length()
+
+
+def fast_add(m, a, b, carry_in=0):
+    """a + b + carry_in, unsigned, one bit wider than the wider operand, through a Sklansky
+    parallel-prefix carry network (log2 levels). Each level's generate and propagate bits are kept
+    signals: otherwise logic optimization folds them back into a ripple chain, two gates per bit."""
+    a, b = Value.cast(a).as_unsigned(), Value.cast(b).as_unsigned()
+    width = max(len(a), len(b))
+    a, b = Cat(a, Const(0, width - len(a))), Cat(b, Const(0, width - len(b)))
+    # Position 0 is the carry in; position i + 1 is bit i.
+    gen, prop = Cat(Value.cast(carry_in)[0], a & b), Cat(Const(0), a ^ b)
+    step = 1
+    while step <= width:
+        # At this level position i takes in the group that ends just below its own block of ``step``.
+        takes = [(i // step) % 2 == 1 for i in range(width + 1)]
+        below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
+        mask = Const(int("".join("1" if t else "0" for t in reversed(takes)), 2), width + 1)
+        g, q = Signal(width + 1, attrs={"keep": 1}), Signal(width + 1, attrs={"keep": 1})
+        m.d.comb += [g.eq(gen | prop & Cat(*(gen[j] for j in below)) & mask),
+                     q.eq(prop & (Cat(*(prop[j] for j in below)) | ~mask))]
+        gen, prop = g, q
+        step *= 2
+    return Cat((a ^ b) ^ gen[:width], gen[width])
 
 
 class Prefetcher(wiring.Component):
-    def __init__(self, addr_bits, id_bits):
+    def __init__(self, addr_bits, id_bits, loaders=LOADERS):
         self.addr_bits = addr_bits
+        self.window_shift = window_tiles(loaders).bit_length() - 1
         super().__init__({
             "observe": In(1),  # a request is accepted this cycle
             "request": In(tepl_request_layout(addr_bits, id_bits)),
@@ -35,58 +87,105 @@ class Prefetcher(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        line_bits = self.addr_bits - 6
-        req = self.request
-        fields = stream_fields(req)
-
-        pending, nexts = [], []
-        fire = self.pf.valid & self.pf.ready
-        pick = Signal(Stream)
-        for s in Stream:
-            name = s.name.lower()
-            last = Signal(self.addr_bits, name=f"last_{name}")
-            seen = Signal(name=f"seen_{name}")
-            top = Signal(line_bits, name=f"top_{name}")  # highest line prefetched or demanded
-            target = Signal(line_bits + 1, name=f"target_{name}")
-            issued = fire & (pick == s)
-            now = Signal(line_bits, name=f"now_{name}")  # ``top`` after this cycle's prefetch
-            m.d.comb += now.eq(top + issued)
-            m.d.sync += top.eq(now)
-
-            addr, length = fields[s]
-            delta = Signal(signed(self.addr_bits + 1), name=f"delta_{name}")
-            end = Signal(line_bits, name=f"end_{name}")
-            ahead = Signal(self.addr_bits + 5 + 1, name=f"ahead_{name}")
-            m.d.comb += [
-                delta.eq(addr - last),
-                end.eq((addr + length - 1) >> 6),
-                ahead.eq(addr + self.degree * delta[:17] + length - 1),
-            ]
-            streaming = seen & (delta > 0) & (delta <= MAX_DELTA) & (self.degree != 0)
-            with m.If(self.observe & (length != 0)):
-                m.d.sync += [last.eq(addr), seen.eq(1)]
-                # Going backwards starts a new pass (or another matrix): its lines may be fetched again.
-                with m.If((end > now) | seen & (delta < 0)):
-                    m.d.sync += top.eq(end)
-                m.d.sync += target.eq(Mux(streaming & ~(ahead >> self.addr_bits).any(), ahead >> 6, 0))
-            pending.append(target > top)
-            nexts.append(top + 1)
-
-        # Rotate priority after every prefetch so that no stream waits behind a long one.
-        turn = Signal(range(len(Stream)))
-        order = [[(k + j) % len(Stream) for j in range(len(Stream))] for k in range(len(Stream))]
-        with m.Switch(turn):
-            for k, ranking in enumerate(order):
-                with m.Case(k):
-                    for i in reversed(ranking):
-                        with m.If(pending[i]):
-                            m.d.comb += pick.eq(i)
-        with m.If(fire):
-            m.d.sync += turn.eq(Mux(turn == len(Stream) - 1, 0, turn + 1))
-
-        m.d.comb += [self.pf.valid.eq(Cat(pending).any())]
-        with m.Switch(pick):
-            for s in Stream:
-                with m.Case(s):
-                    m.d.comb += self.pf.payload.addr.eq(nexts[s.value] << 6)
+        states = [self._pass(m, s, *stream_fields(self.request)[s]) for s in Stream]
+        self._issue(m, states)
         return m
+
+    def _pass(self, m, s, addr, length):
+        """Stages 0 to 3 of one stream; returns its state and pipeline signals."""
+        A, lines, name = self.addr_bits, self.addr_bits - 6, s.name.lower()
+
+        def sig(what, shape=1):
+            return Signal(shape, name=f"{what}_{name}")
+
+        # Stage 0: what was accepted.
+        v0, idle0, a0, n0 = sig("v0"), sig("idle0"), sig("a0", A), sig("n0", len(length))
+        m.d.sync += [v0.eq(self.observe & (length != 0)), idle0.eq(self.observe & (length == 0)),
+                     a0.eq(addr), n0.eq(length)]
+
+        # Stage 1: end of the tile, window edge, delta from the previous accepted tile.
+        last, last_valid = sig("last", A), sig("last_valid")
+        with m.If(v0):
+            m.d.sync += [last.eq(a0), last_valid.eq(1)]
+        # a + n - 1 = a + n + (2^A - 1): one carry-save step, then one add.
+        end = fast_add(m, ~(a0 ^ n0), Cat(Const(0), (a0 | n0)[:A - 1]))[:A]
+        edge = fast_add(m, a0, n0 << self.window_shift)  # window_tiles x length above the start
+        delta = fast_add(m, a0, ~last, 1)  # bit A: a0 >= last
+        start_m1 = fast_add(m, a0[6:], Const(-1, lines + 1))[:lines + 1]  # start line - 1, signed
+        v1, idle1, a1, end1, edge1 = sig("v1"), sig("idle1"), sig("a1", A), sig("end1", A), sig("edge1", A + 1)
+        start_m1_1, forward1, d1 = sig("start_m1_1", lines + 1), sig("forward1"), sig("d1", 17)
+        m.d.sync += [v1.eq(v0), idle1.eq(idle0), a1.eq(a0), end1.eq(end), edge1.eq(edge[:A + 1]),
+                     start_m1_1.eq(start_m1), d1.eq(delta[:17]),
+                     forward1.eq(last_valid & delta[A] & (delta[17:A] == 0))]  # 0 <= delta < 2^17
+        streaming1 = forward1 & d1.any() & ~(d1[16] & d1[:16].any())  # 1 <= delta <= MAX_DELTA
+
+        # Stage 2: the pass (front, low - 1, top) and the degree x delta partial products.
+        front, live = sig("front", A), sig("live")
+        low_m1, top, target = Signal(lines + 1, name=f"low_m1_{name}"), sig("top", lines), sig("target", lines)
+        new_pass = ~live | (edge1 < front)
+        end_line = end1[6:]
+        deg = self.degree
+        part_lo = fast_add(m, Mux(deg[0], d1, 0), Mux(deg[1], d1 << 1, 0))
+        part_hi = fast_add(m, Mux(deg[2], d1 << 2, 0), Mux(deg[3], d1 << 3, 0))
+        # Near the top of the address space the target could wrap: no prefetching there.
+        wraps = end1[len(part_hi):].all()
+        # end + lo + hi as two numbers (a carry-save step), added in stage 3.
+        v2, sum2, carry2 = sig("v2"), sig("sum2", A), sig("carry2", A)
+        m.d.sync += [v2.eq(v1 & ~new_pass & streaming1 & ~wraps), sum2.eq(end1 ^ part_lo ^ part_hi),
+                     carry2.eq(Cat(Const(0), end1 & part_lo | end1 & part_hi | part_lo & part_hi))]
+
+        # Stage 3: the target line.
+        with m.If(v2):
+            m.d.sync += target.eq(fast_add(m, sum2, carry2)[6:A])
+
+        # Later statements win: the pass update overrides a target of the pass before.
+        with m.If(idle1):
+            m.d.sync += [live.eq(0), target.eq(0)]
+        with m.If(v1):
+            m.d.sync += live.eq(1)
+            with m.If(new_pass):
+                m.d.sync += [front.eq(a1), low_m1.eq(start_m1_1), top.eq(end_line), target.eq(0)]
+            with m.Else():
+                with m.If(a1 > front):
+                    m.d.sync += front.eq(a1)
+                with m.If(start_m1_1.as_signed() < low_m1.as_signed()):
+                    m.d.sync += low_m1.eq(start_m1_1)
+                with m.If(end_line > top):
+                    m.d.sync += top.eq(end_line)
+        return {"top": top, "target": target, "low_m1": low_m1, "live": live,
+                "busy": v0 | v1 | v2, "update": v1 | idle1 | v2}
+
+    def _issue(self, m, states):
+        """Prefetches from flags registered one cycle earlier: a stream wants its next line (top + 1)
+        while below its target; a line in another stream's pass is skipped instead."""
+        lines, n = self.addr_bits - 6, len(states)
+        fresh = Signal()  # the flags below describe the current state
+        busy = Cat(st["busy"] for st in states).any()
+        pending, blocked = Signal(n), Signal(n)
+        nexts = [Signal(lines, name=f"next_{s.name.lower()}") for s in Stream]
+        for k, st in enumerate(states):
+            top = st["top"]
+            in_other = Cat(other["live"] & (Cat(top, Const(0)).as_signed() >= other["low_m1"].as_signed())
+                          & (top < other["top"]) for j, other in enumerate(states) if j != k).any()
+            m.d.sync += [pending[k].eq(st["live"] & (st["target"] > top) & (self.degree != 0)), blocked[k].eq(in_other),
+                         nexts[k].eq(fast_add(m, top, 0, 1)[:lines])]
+        go = fresh & ~busy
+        want, skip = pending & ~blocked, pending & blocked
+        # Rotate priority after every prefetch so that no stream waits behind a long one.
+        pick, turn = Signal(range(n)), Signal(range(n))
+        with m.Switch(turn):
+            for k in range(n):
+                with m.Case(k):
+                    for i in reversed([(k + j) % n for j in range(n)]):
+                        with m.If(want[i]):
+                            m.d.comb += pick.eq(i)
+        m.d.comb += [self.pf.valid.eq(go & want.any()),
+                     self.pf.payload.addr.eq(Cat(Const(0, 6), Array(nexts)[pick]))]
+        fire = self.pf.valid & self.pf.ready
+        with m.If(fire):
+            m.d.sync += turn.eq(Mux(turn == n - 1, 0, turn + 1))
+        for k, st in enumerate(states):
+            with m.If(go & skip[k] | fire & (pick == k)):
+                m.d.sync += st["top"].eq(nexts[k])
+        changed = fire | go & skip.any() | Cat(st["update"] for st in states).any()
+        m.d.sync += fresh.eq(~changed)

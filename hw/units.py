@@ -51,7 +51,7 @@ UNITS = {
     "tag_table": Unit("a loader's tag table",
                       lambda W, L, tags, **_: TagTable(tags)),
     "prefetcher": Unit("the stream prefetcher",
-                       lambda W, L, addr_bits, id_bits, **_: Prefetcher(addr_bits, id_bits)),
+                       lambda W, L, addr_bits, id_bits, loaders, **_: Prefetcher(addr_bits, id_bits, loaders)),
     "window_unit": Unit("popcount and prefix sums",
                         lambda W, L, **_: WindowUnit(W)),
     "expander": Unit("the triangular crossbar expander",

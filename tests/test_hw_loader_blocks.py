@@ -1,12 +1,11 @@
-"""The loader's blocks on the Amaranth simulator: realigning line queues, the tag table and the
-prefetcher, each against a plain Python statement of what it must do."""
+"""The loader's blocks on the Amaranth simulator: realigning line queues and the tag table, each
+against a plain Python statement of what it must do (the prefetcher: tests/test_hw_prefetcher.py)."""
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from deca.hw.layouts import LINE_BYTES, Stream, tepl_request_layout
-from deca.hw.prefetcher import MAX_DELTA, Prefetcher
+from deca.hw.layouts import LINE_BYTES, Stream
 from deca.hw.queues import LineQueue
 from deca.hw.tags import TagTable
 
@@ -116,65 +115,3 @@ def test_tag_table_keeps_aborted_tags_until_they_return():
     assert log[2] == ("reuse", 2)  # the returned tag, never one still outstanding
     assert log[3] == ("aborted", 0, 1)
     assert log[4] == ("outstanding", 1)  # tags 1 and 3 are still out
-
-
-def reference_prefetches(requests, degree):
-    """Lines the prefetcher must issue, per stream, when it has time to issue them all."""
-    out = {s: [] for s in Stream}
-    last, top = {}, {}
-    for req in requests:
-        for s, (addr, length) in zip(Stream, ((req["mask_addr"], req["mask_len"]),
-                                              (req["scale_addr"], req["scale_len"]),
-                                              (req["val_addr"], req["val_len"]))):
-            if not length:
-                continue
-            end = (addr + length - 1) // 64
-            delta = addr - last[s] if s in last else 0
-            last[s] = addr
-            top[s] = end if delta < 0 else max(top.get(s, 0), end)
-            if degree and 0 < delta <= MAX_DELTA:
-                target = (addr + degree * delta + length - 1) // 64
-                out[s] += list(range(top[s] + 1, target + 1))
-                top[s] = max(top[s], target)
-    return out
-
-
-@pytest.mark.parametrize("degree", [0, 1, 5, 15])
-def test_prefetcher_follows_deltas_without_repeats(degree, rng):
-    dut = Prefetcher(48, 8)
-    layout = tepl_request_layout(48, 8)
-    # Values of varying length back to back, masks every 64 bytes, scale blocks shared by pairs of
-    # tiles (delta 0) and then a jump backwards (a new matrix): prefetching restarts from there.
-    requests, val = [], 0x10_0005
-    for t in range(24):
-        n = int(rng.integers(1, 300))
-        scale = 0x90_0000 + 32 * (t // 2) if t < 16 else 0x80_0000 + 32 * t
-        requests.append(dict(val_addr=val, val_len=n, mask_addr=0x50_0003 + 64 * t, mask_len=64,
-                             scale_addr=scale, scale_len=32, id=t))
-        val += n
-    issued = []
-
-    async def bench(ctx):
-        ctx.set(dut.degree, degree)
-        ctx.set(dut.pf.ready, 1)
-        for req in requests:
-            ctx.set(dut.observe, 1)
-            ctx.set(dut.request, layout.const(req))
-            await ctx.tick()
-            ctx.set(dut.observe, 0)
-            # Enough cycles to issue everything the request allows.
-            for _ in range(400):
-                if ctx.get(dut.pf.valid):
-                    issued.append(ctx.get(dut.pf.payload.addr))
-                await ctx.tick()
-
-    simulate(dut, bench)
-    want = reference_prefetches(requests, degree)
-    assert sorted(issued) == sorted(64 * line for lines in want.values() for line in lines)
-    # No line twice (the region after the backward jump does not overlap the one before).
-    assert len(set(issued)) == len(issued)
-    assert all(a % 64 == 0 for a in issued)
-    if degree:
-        assert want[Stream.VALUE] and want[Stream.MASK] and want[Stream.SCALE]
-    else:
-        assert not issued

@@ -14,7 +14,7 @@ COLUMNS = (
     "key", "W", "L", "loaders", "workload", "scheme", "density", "mode", "tiles", "seed", "cycles", "cycles_per_tile",
     "vops", "bubbles", "bpv_measured", "bpv_analytic", "bpv_masks", "starve_cycles", "backpressure_cycles",
     "busy_cycles", "squashes", "bytes_per_tile", "lines_per_tile", "lines_fetched", "lines_demanded",
-    "lines_prefetched",
+    "lines_prefetched", "prefetch_wasted_bytes",
     "util_mem", "util_tmul", "util_deca", "tflops", "predicted_cycles_per_tile", "predicted_tflops",
     "predicted_bound",
 )

@@ -25,7 +25,8 @@ SUMMARY_COLUMNS = {
     "predicted_cycles_per_tile": ("model", "{:.1f}"), "predicted_bound": ("bound", "{}"),
     "bpv_measured": ("bpv", "{:.3f}"), "bpv_analytic": ("bpv model", "{:.3f}"),
     "starve_per_tile": ("starve/tile", "{:.1f}"), "util_mem": ("MEM", _pct), "util_tmul": ("TMUL", _pct),
-    "util_deca": ("DECA", _pct), "tflops": ("TFLOPS", "{:.2f}"),
+    "util_deca": ("DECA", _pct), "tflops": ("TFLOPS", "{:.2f}"), "lines_prefetched": ("PF lines", "{}"),
+    "prefetch_wasted_bytes": ("PF wasted B", "{}"),
 }
 TABLE4_COLUMNS = {
     "density": ("density", "{:.0%}"), "mem": ("MEM", "{}"), "tmul": ("TMUL", "{}"), "deca": ("DECA", "{}"),
