@@ -109,12 +109,16 @@ class Prefetcher(wiring.Component):
             m.d.sync += [last.eq(a0), last_valid.eq(1)]
         # a + n - 1 = a + n + (2^A - 1): one carry-save step, then one add.
         end = fast_add(m, ~(a0 ^ n0), Cat(Const(0), (a0 | n0)[:A - 1]))[:A]
-        edge = fast_add(m, a0, n0 << self.window_shift)  # window_tiles x length above the start
+        # The window's edge, window_tiles x length above the start: the low half and its carry, and
+        # the high half plus one, for a carry-select compare in stage 2.
+        half = A // 2
+        edge_lo, high_inc = fast_add(m, a0[:half], n0 << self.window_shift), fast_add(m, a0[half:], 0, 1)
         delta = fast_add(m, a0, ~last, 1)  # bit A: a0 >= last
         start_m1 = fast_add(m, a0[6:], Const(-1, lines + 1))[:lines + 1]  # start line - 1, signed
-        v1, idle1, a1, end1, edge1 = sig("v1"), sig("idle1"), sig("a1", A), sig("end1", A), sig("edge1", A + 1)
+        v1, idle1, a1, end1 = sig("v1"), sig("idle1"), sig("a1", A), sig("end1", A)
+        edge_lo1, high_inc1 = sig("edge_lo1", half + 1), sig("high_inc1", A - half + 1)
         start_m1_1, forward1, d1 = sig("start_m1_1", lines + 1), sig("forward1"), sig("d1", 17)
-        m.d.sync += [v1.eq(v0), idle1.eq(idle0), a1.eq(a0), end1.eq(end), edge1.eq(edge[:A + 1]),
+        m.d.sync += [v1.eq(v0), idle1.eq(idle0), a1.eq(a0), end1.eq(end), edge_lo1.eq(edge_lo), high_inc1.eq(high_inc),
                      start_m1_1.eq(start_m1), d1.eq(delta[:17]),
                      forward1.eq(last_valid & delta[A] & (delta[17:A] == 0))]  # 0 <= delta < 2^17
         streaming1 = forward1 & d1.any() & ~(d1[16] & d1[:16].any())  # 1 <= delta <= MAX_DELTA
@@ -122,7 +126,11 @@ class Prefetcher(wiring.Component):
         # Stage 2: the pass (front, low - 1, top) and the degree x delta partial products.
         front, live = sig("front", A), sig("live")
         low_m1, top, target = Signal(lines + 1, name=f"low_m1_{name}"), sig("top", lines), sig("target", lines)
-        new_pass = ~live | (edge1 < front)
+        # The edge below the front: compared by halves, the high half with and without the carry.
+        low_below = edge_lo1[:half] < front[:half]
+        high = a1[half:]
+        below = [(h < front[half:]) | (h == front[half:]) & low_below for h in (high, high_inc1)]
+        new_pass = ~live | Mux(edge_lo1[half], below[1], below[0])
         end_line = end1[6:]
         deg = self.degree
         part_lo = fast_add(m, Mux(deg[0], d1, 0), Mux(deg[1], d1 << 1, 0))
