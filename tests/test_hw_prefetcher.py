@@ -11,6 +11,8 @@ from amaranth.sim import Simulator
 from deca.golden import compress
 from deca.hw.layouts import Stream, tepl_request_layout
 from deca.hw.prefetcher import MAX_DELTA, Prefetcher
+from deca.sim.bench.memory import MemoryModel
+from deca.sim.measure.point import wasted_prefetch_bytes
 
 LINE = 64
 FIELDS = {Stream.MASK: ("mask_addr", "mask_len"), Stream.SCALE: ("scale_addr", "scale_len"),
@@ -175,3 +177,12 @@ def test_no_line_twice_or_after_demand_in_any_order(scheme, density, align, load
                         for line in range(addr // LINE, (addr + length - 1) // LINE + 1):
                             assert first.get(line, math.inf) < demanded[line] or demanded[line] < cycles[t] + 1, \
                                 f"{label}: tile {t} line {line:#x} not prefetched"
+
+
+def test_wasted_prefetch_bytes_are_the_distinct_lines_outside_the_image(rng):
+    # An image of 200 bytes at 0x1010: lines 0x1000 (partly in it) to 0x10c0 (partly in it).
+    memory = MemoryModel(np.zeros(200, np.uint8), 0x1010, rng)
+    for addr in (0x1000, 0x10c0, 0x1100, 0x1140, 0x1100, 0xfc0, 0x1040):
+        memory.prefetch(addr, 0)
+    # Outside: 0x1100 (twice: one line), 0x1140 and 0xfc0.
+    assert wasted_prefetch_bytes(memory) == 3 * 64

@@ -146,7 +146,7 @@ def record(point, system, cm, tiles, seed, harness, counters):
         "starve_cycles": counters["STARVE_CYCLES"], "backpressure_cycles": counters["BACKPRESSURE_CYCLES"],
         "busy_cycles": counters["BUSY_CYCLES"], "squashes": counters["SQUASHES"], "bytes_per_tile": nbytes / tiles,
         "lines_per_tile": lines / tiles, "lines_fetched": memory.lines_fetched, "lines_demanded": counters["LINES_DEMANDED"],
-        "lines_prefetched": counters["LINES_PREFETCHED"], "prefetch_wasted_bytes": _wasted_prefetch_bytes(memory),
+        "lines_prefetched": counters["LINES_PREFETCHED"], "prefetch_wasted_bytes": wasted_prefetch_bytes(memory),
         "util_mem": memory.channel_busy(cycles) / cycles,
         "util_tmul": harness.core.tmul_busy / cycles, "util_deca": (vops + bubbles) / cycles,
         "tflops": tiles / cycles * platform.cycles_per_s * TILE_ELEMS * system.batch / 1e12,
@@ -157,7 +157,7 @@ def record(point, system, cm, tiles, seed, harness, counters):
     return {name: fields[name] for name in COLUMNS} | {"system": system.as_dict()}
 
 
-def _wasted_prefetch_bytes(memory):
+def wasted_prefetch_bytes(memory):
     """Bytes of the distinct lines prefetched wholly outside the matrix's memory image (past its
     last tile, or before its first): fetched for nothing."""
     outside = {a for a in memory.prefetches if a + LINE_BYTES <= memory.base or a >= memory.end}
