@@ -115,12 +115,18 @@ def test_prefetch_latency_is_five_cycles():
 
 def acceptance_order(tiles, loaders, rng):
     """The order in which ``loaders`` ports accept a program-order list of tiles: each port holds
-    the next tile of the program and any port may go first."""
-    waiting, order, nxt = list(range(min(loaders, tiles))), [], min(loaders, tiles)
+    the next tile of the program and any port may go first, but a tile waits for at most
+    ``loaders`` - 1 others (a loader keeps its tile until it completed, completions leave in
+    acceptance order, so a busy loader is free again before the others can take a second tile)."""
+    waiting, order, nxt = [[t, 0] for t in range(min(loaders, tiles))], [], min(loaders, tiles)
     while waiting:
-        order.append(waiting.pop(int(rng.integers(len(waiting)))))
+        overdue = [k for k, (_, waited) in enumerate(waiting) if waited >= loaders - 1]
+        tile = waiting.pop(overdue[0] if overdue else int(rng.integers(len(waiting))))[0]
+        order.append(tile)
+        for entry in waiting:
+            entry[1] += 1
         if nxt < tiles:
-            waiting.append(nxt)
+            waiting.append([nxt, 0])
             nxt += 1
     return order
 
