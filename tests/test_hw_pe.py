@@ -33,8 +33,8 @@ CASES = [
 
 class CheckedTOut(TOut):
     """TOut with its invariant as a simulation ``Assert``: a chunk never waits for a buffer that is
-    still full (the loaders' hold guarantees it; ``chunks.ready`` is low only while the target buffer
-    is full). Kept out of hw/tout.py because Yosys writes Asserts as SystemVerilog ``assert``, which
+    still full (allocating a buffer to a tile before it enters the pipeline guarantees it;
+    ``chunks.ready`` is low only while the buffer written is full). Kept out of hw/tout.py because Yosys writes Asserts as SystemVerilog ``assert``, which
     Icarus (-g2005) rejects."""
 
     def elaborate(self, platform):
@@ -53,11 +53,11 @@ def test_tout_check_catches_a_write_into_a_full_buffer():
     dut = CheckedTOut(8, 8, 2)
 
     async def bench(ctx):
-        # Two one-chunk tiles into buffer 0 without a completion in between.
+        # Three one-chunk tiles into the two buffers without a completion in between.
         ctx.set(dut.chunks.valid, 1)
         ctx.set(dut.chunks.payload.last, 1)
-        await ctx.tick()
-        await ctx.tick()
+        for _ in range(3):
+            await ctx.tick()
 
     sim = Simulator(dut)
     sim.add_clock(1e-9)
