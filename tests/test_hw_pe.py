@@ -66,7 +66,8 @@ def test_tout_check_catches_a_write_into_a_full_buffer():
         sim.run()
 
 
-def simulate(W, L, procedure, seed, **params):
+def simulate(W, L, procedure, seed, process=None, **params):
+    """Run ``procedure`` on a PE; ``process(dut)``: a simulator process to run alongside."""
     dut = PE(W, L, **{k: params[k] for k in ("loaders",) if k in params})
     messages = []
 
@@ -77,6 +78,8 @@ def simulate(W, L, procedure, seed, **params):
     sim = Simulator(dut)
     sim.add_clock(1e-9)
     sim.add_testbench(bench)
+    if process is not None:
+        sim.add_process(process(dut))
     sim.run()
     return messages
 
@@ -103,3 +106,48 @@ def test_pe_regression(procedure, W, L, params, seed):
 def test_impossible_pe_parameters_are_refused(params, message):
     with pytest.raises(ParameterError, match=message):
         PE(**{"W": 8, "L": 4, **params})
+
+
+class ProbedPipeline(pe.Pipeline):
+    """The pipeline, remembered so that a test can watch its output."""
+    made = []
+
+    def __init__(self, W, L):
+        super().__init__(W, L)
+        self.made.append(self)
+
+
+@pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), (64, 64, 3)], ids=["W8L4", "W64L64-ld3"])
+def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monkeypatch, seed):
+    """Rows stream (README, TOut): with the core always ready, row r of a tile leaves exactly one cycle
+    after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of the tile), unless
+    the previous beat left in that same cycle, and then the cycle after that beat."""
+    print(f"seed {seed}")
+    ProbedPipeline.made.clear()
+    monkeypatch.setattr(pe, "Pipeline", ProbedPipeline)
+    chunks, beats = [], []  # cycles of the chunk handshakes; (cycle, row, error) of the completion beats
+
+    def watch(dut):
+        async def process(ctx):
+            out, resp = ProbedPipeline.made[0].out, dut.tepl_resp
+            signals = (out.valid, out.ready, resp.valid, resp.ready, resp.payload.row, resp.payload.error)
+            cycle = 0
+            async for _, _, out_v, out_r, resp_v, resp_r, row, error in ctx.tick().sample(*signals):
+                if out_v and out_r:
+                    chunks.append(cycle)
+                if resp_v and resp_r:
+                    beats.append((cycle, row, error))
+                cycle += 1
+        return process
+
+    simulate(W, L, "workloads_bit_exact", seed, process=watch, loaders=loaders, core={},
+             schemes=["nvfp4", "int8"], densities=[1, 0.05], codebook_sizes=[])
+    per_tile, rows = 512 // W, [b for b in beats if not b[2]]
+    assert len(chunks) == per_tile * len(rows) // 16 and rows, "not every tile went through"
+    previous = -1
+    for k, (cycle, row, _) in enumerate(rows):
+        tile = k // 16
+        assert row == k % 16
+        written = chunks[tile * per_tile + -(-32 * (row + 1) // W) - 1]
+        assert cycle == max(written + 1, previous + 1), f"tile {tile} row {row}: chunk at {written}, row at {cycle}"
+        previous = cycle
