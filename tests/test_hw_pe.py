@@ -29,6 +29,12 @@ CASES = [
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 4}),
     ("squash_recovery", 8, 4, {**FEW, "loaders": 4}),
 ]
+#: The other loader count of each, under -m slow.
+SLOW_CASES = [
+    ("workloads_bit_exact", 8, 4, {**FEW, "loaders": 4}),
+    ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 3}),
+    ("squash_recovery", 8, 4, {**FEW, "loaders": 3}),
+]
 
 
 class CheckedTOut(TOut):
@@ -84,8 +90,9 @@ def simulate(W, L, procedure, seed, process=None, **params):
     return messages
 
 
-@pytest.mark.parametrize("procedure,W,L,params", CASES,
-                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "") for p, W, L, q in CASES])
+@pytest.mark.parametrize("procedure,W,L,params", [*CASES, *(pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_CASES)],
+                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "")
+                              for p, W, L, q in CASES + SLOW_CASES])
 def test_pe_regression(procedure, W, L, params, seed):
     print(f"seed {seed}")
     messages = simulate(W, L, procedure, seed, **params)
@@ -117,7 +124,8 @@ class ProbedPipeline(pe.Pipeline):
         self.made.append(self)
 
 
-@pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), (64, 64, 3)], ids=["W8L4", "W64L64-ld3"])
+@pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), pytest.param(64, 64, 3, marks=pytest.mark.slow)],
+                         ids=["W8L4", "W64L64-ld3"])
 def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monkeypatch, seed):
     """Rows stream (README, TOut): with the core always ready, row r of a tile leaves exactly one cycle
     after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of the tile), unless
