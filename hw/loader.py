@@ -11,7 +11,9 @@ other loader's tile.
 
 Every stream it hands the pipeline is *framed*: beats carry ``last`` at the end of the tile, and
 a failed request presents one ``skip`` beat on each stream instead, so that the pipeline's input
-selectors, which follow request order, move past it.
+selectors, which follow request order, move past it. The loader is done with a request, and
+takes the next, once the last (or skip) beat of each of its streams has been taken: its tile has
+then left the queues (every line of it has come back), while its completion is TOut's business.
 """
 
 from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
@@ -30,7 +32,7 @@ from .tags import TagTable
 class LoaderState(enum.Enum, shape=2):
     IDLE = 0  #: takes a request
     ACTIVE = 1  #: fetching and feeding the pipeline
-    FAILED = 2  #: the request failed a check; waits for its error completion
+    FAILED = 2  #: the request failed a check; hands out its skip beats
 
 
 def framed(layout):
@@ -70,9 +72,9 @@ def request_error(m, req, mode, addr_bits):
 
 
 class Loader(wiring.Component):
-    """One TEPL at a time (see the module docstring). ``release``: its completion went out;
-    ``squash``: drop it, whatever its state; ``grant``: the PE takes at most one request
-    per cycle. ``failed``: FAILED, and the pipeline's selectors have skipped the request."""
+    """One TEPL at a time (see the module docstring). ``squash``: drop it, whatever its state;
+    ``grant``: the PE takes at most one request per cycle. ``fails``: the request fails a check
+    in this cycle (before any of it flows), for ``fail_reason``; ``reason``: the last failure's."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
         self.W, self.L = W, L
@@ -82,11 +84,10 @@ class Loader(wiring.Component):
             "req": In(stream.Signature(tepl_request_layout(addr_bits, id_bits))),
             "grant": In(1),
             "squash": In(1),
-            "release": In(1),
             "state": Out(LoaderState),
+            "fails": Out(1),
+            "fail_reason": Out(ErrorReason),
             "reason": Out(ErrorReason),
-            "id": Out(id_bits),
-            "failed": Out(1),
             "line_req": Out(stream.Signature(line_request_layout(addr_bits, tags))),
             "line_resp": In(stream.Signature(line_response_layout(tags), always_ready=True)),
             "vops": Out(stream.Signature(framed(vop_layout(W)))),
@@ -106,15 +107,15 @@ class Loader(wiring.Component):
         m.submodules.window = ResetInserter(self.squash)(window)
         queues = {Stream.MASK: mask_q, Stream.SCALE: scale_q, Stream.VALUE: sqq}
 
-        meta = Signal(tepl_request_layout(self.addr_bits, len(self.id)))
+        meta = Signal(self.req.payload.shape())
         state, reason = Signal(LoaderState), Signal(ErrorReason)
-        skips = Signal(3)  # vops, values, scales: a skip beat still to hand out
+        owed = Signal(3)  # vops, values, scales: the last (or skip) beat still to hand out
         scaling = self.mode.scale_format != ScaleFormat.NONE
-        m.d.comb += [self.id.eq(meta.id), self.state.eq(state), self.reason.eq(reason),
-                     self.failed.eq((state == LoaderState.FAILED) & ~skips.any())]
+        m.d.comb += [self.state.eq(state), self.reason.eq(reason)]
 
         def fail(why):
-            m.d.sync += [state.eq(LoaderState.FAILED), reason.eq(why), skips.eq(Cat(1, 1, scaling))]
+            m.d.sync += [state.eq(LoaderState.FAILED), reason.eq(why)]
+            m.d.comb += [self.fails.eq(1), self.fail_reason.eq(why)]
 
         # A request starts the queues' streams and is checked against the configuration.
         m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant & ~self.squash)
@@ -123,7 +124,7 @@ class Loader(wiring.Component):
         for s, (addr, length) in stream_fields(self.req.payload).items():
             m.d.comb += [queues[s].start.eq(accept), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
         with m.If(accept):
-            m.d.sync += meta.eq(self.req.payload)
+            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling))]
             with m.If(bad == ErrorReason.NONE):
                 m.d.sync += state.eq(LoaderState.ACTIVE)
             with m.Else():
@@ -142,7 +143,7 @@ class Loader(wiring.Component):
             window.tiles.payload.mask.eq(mask_q.beats.payload.data),
             mask_q.beats.ready.eq(flowing & window.tiles.ready),
         ]
-        self._frame_outputs(m, state == LoaderState.FAILED, skips, [
+        handed = self._frame_outputs(m, state == LoaderState.FAILED, owed, [
             (self.vops, window.vops, window.vops.payload.last, 1),
             (self.values, sqq.beats, sqq.beats.payload.last, flowing),
             (self.scales, scale_q.beats, 1, flowing & scaling),
@@ -157,10 +158,8 @@ class Loader(wiring.Component):
         with m.If(active & ~scaling):
             m.d.comb += scale_q.beats.ready.eq(1)
 
-        with m.If(self.squash):
-            m.d.sync += [state.eq(LoaderState.IDLE), skips.eq(0)]
-        with m.Elif(self.release):
-            m.d.sync += state.eq(LoaderState.IDLE)
+        with m.If(self.squash | ((state != LoaderState.IDLE) & ~(owed & ~handed).any())):
+            m.d.sync += [state.eq(LoaderState.IDLE), owed.eq(0)]
         return m
 
     def _issue_lines(self, m, tags, sqq, streams, accept, active):
@@ -215,12 +214,16 @@ class Loader(wiring.Component):
                 fail(ErrorReason.VALUE_LEN)
         return checked
 
-    def _frame_outputs(self, m, failed, skips, sources):
-        """The framed outputs: the tile's beats (gated) while ACTIVE, one skip beat each once FAILED."""
+    def _frame_outputs(self, m, failed, owed, sources):
+        """The framed outputs: the tile's beats (gated) while ACTIVE, one skip beat each once FAILED.
+        Returns ``handed``: per stream, its last (or skip) beat is taken in this cycle."""
+        handed = Signal(len(sources))
         for i, (out, src, last, gate) in enumerate(sources):
             with m.If(failed):
-                m.d.comb += [out.valid.eq(skips[i]), out.payload.skip.eq(1), out.payload.last.eq(1)]
-                with m.If(out.valid & out.ready):
-                    m.d.sync += skips[i].eq(0)
+                m.d.comb += [out.valid.eq(owed[i]), out.payload.skip.eq(1), out.payload.last.eq(1)]
             with m.Else():
                 m.d.comb += [out.valid.eq(src.valid & gate), src.ready.eq(out.ready & gate), out.payload.last.eq(last)]
+            m.d.comb += handed[i].eq(out.valid & out.ready & out.payload.last)
+            with m.If(handed[i]):
+                m.d.sync += owed[i].eq(0)
+        return handed

@@ -1,16 +1,18 @@
 """The complete DECA PE (paper, Fig. 7 and 10; sections 5.2, 5.3 and 6.1).
 
-    tepl_req[0] ─► Loader 0 (tags, queues, window) ─┐ vops, values, scales     ┌─► TOut 0 ─┐
-         ...                                        ├─► TileMux ─► Pipeline ─┤    ...     ├─► tepl_resp
-    tepl_req[n] ─► Loader n (tags, queues, window) ─┘  (request order)        └─► TOut n ─┘
+    tepl_req[0] ─► Loader 0 (tags, queues, window) ─┐ vops, values, scales
+         ...                                        ├─► TileMux ─► Pipeline ─► TOut ─► tepl_resp
+    tepl_req[n] ─► Loader n (tags, queues, window) ─┘  (request order)        (records, buffer ring)
          mem_req / mem_resp ◄──► both loaders          pf_req ◄── Prefetcher
          cfg ◄──► Control (registers, counters)        squash ──► every in-flight TEPL
 
-There are ``loaders`` loaders (2 to 4; the paper's 2 by default), each with its TOut buffer. Every accepted
-request gets one entry in each order FIFO: the pipeline's three input selectors
-and the completion logic follow request order through them. A squash resets the loaders' state,
-the order FIFOs, the pipeline and the TOut flags in one cycle; the tag tables keep their entries
-(stale) until the aborted lines come back, and the prefetcher and registers are untouched.
+There are ``loaders`` loaders (2 to 4; the paper's 2 by default) and as many TOut buffers. Every
+accepted request gets one entry in each order FIFO, which the pipeline's three input selectors
+follow, and a record in TOut, whose completions go out in request order. A loader takes its next
+request once its tile has left its queues; a tile takes a TOut buffer when it enters the pipeline,
+and gives it back with its last completion row. A squash resets the loaders' state, the order
+FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entries (stale) until the
+aborted lines come back, and the prefetcher and registers are untouched.
 """
 
 from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
@@ -114,25 +116,27 @@ class PE(wiring.Component):
             m.d.comb += [getattr(loader.mode, name).eq(getattr(regs.cfg, name)) for name in MODE_MEMBERS]
 
         def order_fifo(name):
-            q = fifo.SyncFIFO(width=(self.loaders - 1).bit_length(), depth=self.loaders)  # one entry per loader at most
+            # One entry per busy loader at most: a loader is idle once its last beats left the selectors.
+            q = fifo.SyncFIFO(width=(self.loaders - 1).bit_length(), depth=self.loaders)
             m.submodules[name] = ResetInserter(squash)(q)
             return q
 
-        orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale", "pipe", "resp")}
-        self._requests(m, loaders, orders, regs)
-        self._pipeline_inputs(m, loaders, orders, pipeline)
-        self._completions(m, loaders, orders, pipeline, tout)
-        self._memory(m, loaders, orders["resp"])
-        self._status(m, loaders, orders, pipeline, tout, regs)
+        orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
+        self._requests(m, loaders, orders, regs, tout)
+        held_back = self._pipeline_inputs(m, loaders, orders, pipeline, tout)
+        self._completions(m, pipeline, tout)
+        self._memory(m, loaders, orders["value"])
+        self._status(m, loaders, orders, pipeline, tout, regs, held_back)
         return m
 
-    def _requests(self, m, loaders, orders, regs):
-        """Each port feeds its loader; the lowest port wins when several are taken in one cycle.
-        Every accepted request enters the order FIFOs (the scale one only when scaling)."""
+    def _requests(self, m, loaders, orders, regs, tout):
+        """Each port feeds its loader while TOut has a record free; the lowest port wins when several
+        are taken in one cycle. Every accepted request enters the order FIFOs (the scale one only when
+        scaling) and TOut's records; a loader's failure marks the record of its request."""
         idle_and_asked = []
         for i, loader in enumerate(loaders):
             wiring.connect(m, wiring.flipped(self.tepl_req[i]), loader.req)
-            m.d.comb += [loader.squash.eq(self.squash), loader.grant.eq(~Cat(idle_and_asked).any())]
+            m.d.comb += [loader.squash.eq(self.squash), loader.grant.eq(tout.room & ~Cat(idle_and_asked).any())]
             idle_and_asked.append(self.tepl_req[i].valid & (loader.state == LoaderState.IDLE))
         accepted = Cat(ld.req.valid & ld.req.ready for ld in loaders)
         which = Signal(range(self.loaders))
@@ -140,9 +144,16 @@ class PE(wiring.Component):
             with m.If(accepted[i]):
                 m.d.comb += which.eq(i)
         scaling = regs.cfg.scale_format != ScaleFormat.NONE
-        for name in ("vop", "value", "scale", "resp"):
+        for name in ("vop", "value", "scale"):
             entry = accepted.any() & scaling if name == "scale" else accepted.any()
             m.d.comb += [orders[name].w_en.eq(entry), orders[name].w_data.eq(which)]
+        m.d.comb += [tout.accept.eq(accepted.any()), tout.accept_id.eq(Array(ld.req.payload.id for ld in loaders)[which])]
+        for i, loader in enumerate(loaders):
+            slot = Signal(range(tout.slots), name=f"slot{i}")  # TOut's record of the loader's request
+            with m.If(accepted[i]):
+                m.d.sync += slot.eq(tout.slot)
+            m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.fail_reason),
+                         tout.fails[i].slot.eq(Mux(accepted[i], tout.slot, slot))]
         m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, self.loaders)
         m.d.comb += [
             prefetcher.observe.eq(accepted.any()),
@@ -151,8 +162,9 @@ class PE(wiring.Component):
         ]
         wiring.connect(m, prefetcher.pf, wiring.flipped(self.pf_req))
 
-    def _pipeline_inputs(self, m, loaders, orders, pipeline):
-        """The pipeline's three inputs, each following request order; a tile's first vOp enters ``pipe``."""
+    def _pipeline_inputs(self, m, loaders, orders, pipeline, tout):
+        """The pipeline's three inputs, each following request order; a tile's first vOp enters only
+        with a TOut buffer for it. Returns ``held_back``: a first vOp waits for a buffer."""
         W, L = self.W, self.L
         for name, layout, order in (("vops", vop_layout(W), orders["vop"]),
                                     ("values", value_beat_layout(W, L), orders["value"]),
@@ -161,37 +173,36 @@ class PE(wiring.Component):
             wiring.connect(m, order.r_stream, mux.order)
             for i, loader in enumerate(loaders):
                 wiring.connect(m, getattr(loader, name), mux.ins[i])
-            wiring.connect(m, mux.out, getattr(pipeline, name))
-        first_vop = pipeline.vops.valid & pipeline.vops.ready & (pipeline.vops.payload.index == 0)
-        m.d.comb += [orders["pipe"].w_en.eq(first_vop), orders["pipe"].w_data.eq(orders["vop"].r_data)]
-
-    def _completions(self, m, loaders, orders, pipeline, tout):
-        """Chunks into the buffer of their tile's loader, completions in request order."""
-        pipe, resp = orders["pipe"], orders["resp"]
-        wiring.connect(m, pipeline.out, tout.chunks)
-        head = resp.r_data
-        of_head = lambda attr: Array(getattr(ld, attr) for ld in loaders)[head]
+            if name == "vops":
+                vops = mux.out
+            else:
+                wiring.connect(m, mux.out, getattr(pipeline, name))
+        first = vops.payload.index == 0
+        go = tout.alloc | ~first
         m.d.comb += [
-            tout.target.eq(pipe.r_data),
-            pipe.r_en.eq(pipeline.out.valid & pipeline.out.ready & pipeline.out.payload.last),
-            tout.head.valid.eq(resp.r_rdy),
-            tout.head.payload.buffer.eq(head),
-            tout.head.payload.id.eq(of_head("id")),
-            tout.head.payload.failed.eq(of_head("failed")),
-            tout.head.payload.reason.eq(of_head("reason")),
-            resp.r_en.eq(tout.head.ready),
-            [ld.release.eq(tout.head.ready & (head == i)) for i, ld in enumerate(loaders)],
+            pipeline.vops.valid.eq(vops.valid & go),
+            pipeline.vops.payload.eq(vops.payload),
+            vops.ready.eq(pipeline.vops.ready & go),
+            tout.start.eq(vops.valid & vops.ready & first),
+        ]
+        return vops.valid & ~go
+
+    def _completions(self, m, pipeline, tout):
+        """Chunks into TOut's buffer ring, completions in request order."""
+        wiring.connect(m, pipeline.out, tout.chunks)
+        m.d.comb += [
             self.tepl_resp.payload.eq(tout.resp.payload),
             self.tepl_resp.valid.eq(tout.resp.valid & ~self.squash),
             tout.resp.ready.eq(self.tepl_resp.ready & ~self.squash),
         ]
 
-    def _memory(self, m, loaders, resp_order):
-        """Line reads: the loader of the oldest request first, then the next ones in port order
-        (wrapping around); the tag's top bits name the loader, whose responses they route back."""
+    def _memory(self, m, loaders, value_order):
+        """Line reads: the loader of the oldest request whose values are still to flow first, then
+        the next ones in port order (wrapping around); the tag's top bits name the loader, whose
+        responses they route back."""
         n = self.loaders
         first = Signal(range(n))
-        m.d.comb += first.eq(Mux(resp_order.r_rdy, resp_order.r_data, 0))
+        m.d.comb += first.eq(Mux(value_order.r_rdy, value_order.r_data, 0))
         pick = Signal(range(n))
         with m.Switch(first):
             for f in range(n):
@@ -217,15 +228,14 @@ class PE(wiring.Component):
                 loader.line_resp.payload.data.eq(self.mem_resp.payload.data),
             ]
 
-    def _status(self, m, loaders, orders, pipeline, tout, regs):
+    def _status(self, m, loaders, orders, pipeline, tout, regs, held_back):
         """Status, error record and performance counters."""
-        resp, done = orders["resp"], tout.head.ready
-        failed = tout.head.payload.failed
+        done, failed = tout.done, tout.head.failed
         events = {
-            "BUSY_CYCLES": resp.r_rdy,
+            "BUSY_CYCLES": tout.busy,
             "VOPS": pipeline.vops.valid & pipeline.vops.ready,
             "BUBBLE_CYCLES": pipeline.bubble,
-            "STARVE_CYCLES": pipeline.waiting & orders["vop"].r_rdy,
+            "STARVE_CYCLES": pipeline.waiting & orders["vop"].r_rdy & ~held_back,
             "BACKPRESSURE_CYCLES": self.tepl_resp.valid & ~self.tepl_resp.ready,
             "TILES": done & ~failed,
             "ERRORS": done & failed,
@@ -235,8 +245,8 @@ class PE(wiring.Component):
         }
         m.d.comb += [regs.events[COUNTER_INDEX[name]].eq(event) for name, event in events.items()]
         m.d.comb += [
-            regs.status.eq(Cat(resp.r_rdy, [ld.state != LoaderState.IDLE for ld in loaders])),
+            regs.status.eq(Cat(tout.busy, [ld.state != LoaderState.IDLE for ld in loaders])),
             regs.error.en.eq(done & failed),
-            regs.error.reason.eq(tout.head.payload.reason),
-            regs.error.id.eq(tout.head.payload.id),
+            regs.error.reason.eq(tout.head.reason),
+            regs.error.id.eq(tout.head.id),
         ]

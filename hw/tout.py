@@ -1,15 +1,26 @@
 """The TOut buffers (paper, sections 5.2 and 6.1, item 4) and the completions on the TEPL response port.
 
-Buffer i belongs to loader i: the loader keeps its request until the completion went out, so its
-buffer is always free when its next tile arrives and the pipeline is never held up here (``chunks``
-is nevertheless ready only while the target buffer is free, so a broken hold stalls instead of
-overwriting a tile). A tile is delivered only once all of it is in the buffer, as 16 beats of one
-64-byte row each; a failed request completes with one error beat instead. Completions go out in
-request order: ``head`` is the oldest request (its buffer, id and outcome), taken when its last
-beat leaves.
+Two things are kept apart from the loaders, so that a loader takes its next TEPL as soon as its
+tile has left its queues:
+
+- **The accepted requests, in order** (``slots`` = loaders + buffers records: id, failed, reason).
+  A request is accepted only while a record is free (``room``); ``accept`` writes its id into
+  record ``slot``, and a loader whose request fails a check marks that record (``fails``, before
+  any of the request has flowed). The oldest record is the ``head``, whose completion goes out next.
+- **The buffers** (``buffers`` of one tile, 1 KB each) form a ring in tile order: a tile takes the
+  next buffer when its first vOp enters the pipeline (``start``, allowed while ``alloc``: a buffer
+  is free), its chunks fill it in order, and its completion frees it. Tiles enter in request order,
+  so the head's tile, once started, is the oldest in the ring; ``chunks`` is nevertheless ready only
+  while the buffer it writes is free, so a broken allocation stalls instead of overwriting a tile.
+
+A completion goes out as 16 beats of one 64-byte row, **each as soon as the chunks covering it are
+written** (a row is readable the cycle after its last chunk), with ``last`` on row 15; a failed
+request completes with one error beat instead. No row of a request can leave before its verdict:
+a request fails only before any of it flows, and a later tile starts only after the failed
+request's skip beat passed the vOp selector, a cycle after its record was marked.
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Array, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,65 +29,129 @@ from deca.golden.format import TILE_BYTES, TILE_ELEMS, TILE_ROWS
 from .layouts import LINE_BYTES, ErrorReason, out_layout, tepl_response_layout
 
 
-def head_layout(buffers, id_bits):
-    """The request whose completion goes out next: its buffer, id, and whether (and why) it failed."""
-    return data.StructLayout({"buffer": range(buffers), "id": id_bits, "failed": 1, "reason": ErrorReason})
+def record_layout(id_bits):
+    """An accepted request: its id, and whether (and why) it failed."""
+    return data.StructLayout({"id": id_bits, "failed": 1, "reason": ErrorReason})
+
+
+def fail_layout(slots):
+    """A loader's request fails in this cycle (``en``): its record and the reason."""
+    return data.StructLayout({"en": 1, "slot": range(slots), "reason": ErrorReason})
+
+
+def memory_rows(W):
+    """Bits of a buffer memory row (a tile row or a chunk of W BF16, the wider) and rows per tile."""
+    row_bits = max(8 * LINE_BYTES, 16 * W)
+    return row_bits, TILE_BYTES * 8 // row_bits
 
 
 class TOut(wiring.Component):
-    def __init__(self, W, id_bits, buffers):
-        self.W, self.buffers = W, buffers
+    """See the module docstring; ``loaders``: the ports of ``fails``; ``buffers``: tile buffers
+    (default one per loader). ``done``: the head's last beat goes out in this cycle."""
+
+    def __init__(self, W, id_bits, loaders, buffers=None):
+        self.W, self.loaders = W, loaders
+        self.buffers = loaders if buffers is None else buffers
+        self.slots = loaders + self.buffers  # a request is in a loader or has a buffer, or failed
         super().__init__({
+            "accept": In(1),
+            "accept_id": In(id_bits),
+            "room": Out(1),
+            "slot": Out(range(self.slots)),
+            "fails": In(fail_layout(self.slots)).array(loaders),
+            "start": In(1),
+            "alloc": Out(1),
             "chunks": In(stream.Signature(out_layout(W))),
-            "target": In(range(buffers)),  # buffer of the tile the chunks belong to
-            "head": In(stream.Signature(head_layout(buffers, id_bits))),
+            "head": Out(record_layout(id_bits)),
+            "busy": Out(1),
+            "done": Out(1),
             "resp": Out(stream.Signature(tepl_response_layout(id_bits))),
         })
 
     def elaborate(self, platform):
         m = Module()
-        chunk_bits = 16 * self.W
-        row_bits = max(8 * LINE_BYTES, chunk_bits)  # a memory row holds a tile row or a chunk
-        rows = TILE_BYTES * 8 // row_bits
-        m.submodules.mem = mem = memory.Memory(shape=row_bits, depth=self.buffers * rows, init=[])
+        delivered = self._records(m)
+        mem, rb, held, chunk, full = self._buffers(m, delivered)
+        self._rows(m, mem, rb, held, chunk, full)
+        return m
 
-        # Write: chunk c of the tile, W elements, at bit 16W * c of the buffer.
-        chunk = Signal(range(TILE_ELEMS // self.W))
+    @staticmethod
+    def _advance(pointer, size):
+        return Mux(pointer == size - 1, 0, pointer + 1)
+
+    def _records(self, m):
+        """The ring of request records; returns ``delivered``: a tile's completion ends in this cycle."""
+        n = self.slots
+        records = Array(Signal(record_layout(len(self.accept_id)), name=f"record{i}") for i in range(n))
+        tail, first = Signal(range(n)), Signal(range(n))
+        count = Signal(range(n + 1))
+        m.d.comb += [self.room.eq(count < n), self.slot.eq(tail), self.busy.eq(count != 0),
+                     self.head.eq(records[first])]
+        with m.If(self.accept):
+            m.d.sync += [records[tail].id.eq(self.accept_id), records[tail].failed.eq(0),
+                         records[tail].reason.eq(ErrorReason.NONE), tail.eq(self._advance(tail, n))]
+        for fail in self.fails:  # after the accept: a request can fail in the cycle it is accepted
+            with m.If(fail.en):
+                m.d.sync += [records[fail.slot].failed.eq(1), records[fail.slot].reason.eq(fail.reason)]
+        with m.If(self.done):
+            m.d.sync += first.eq(self._advance(first, n))
+        m.d.sync += count.eq(count + self.accept - self.done)
+        return self.done & ~self.head.failed
+
+    def _buffers(self, m, delivered):
+        """The tile ring: ``wb`` is written, ``rb`` read; ``held`` tiles have a buffer."""
+        n = self.buffers
+        wb, rb = Signal(range(n)), Signal(range(n))
+        held = Signal(range(n + 1))
+        chunk = Signal(range(TILE_ELEMS // self.W))  # chunks of the tile in ``wb`` written so far
+        full = Signal(n)
+        m.d.comb += self.alloc.eq(held < n)
+        m.d.sync += held.eq(held + self.start - delivered)
+
+        chunk_bits = 16 * self.W
+        row_bits, rows = memory_rows(self.W)
+        m.submodules.mem = mem = memory.Memory(shape=row_bits, depth=n * rows, init=[])
         per_row = row_bits // chunk_bits
         wp = mem.write_port(granularity=chunk_bits) if per_row > 1 else mem.write_port()
         c = self.chunks.payload
-        full = Signal(self.buffers)
-        delivered = Signal(self.buffers)
         fire = self.chunks.valid & self.chunks.ready
         m.d.comb += [
-            self.chunks.ready.eq(~full.bit_select(self.target, 1)),
-            wp.addr.eq(self.target * rows + chunk // per_row),
+            self.chunks.ready.eq(~full.bit_select(wb, 1)),
+            wp.addr.eq(wb * rows + chunk // per_row),
             wp.data.eq(c.data.as_value().replicate(per_row)),
             wp.en.eq(Mux(fire, Const(1, per_row) << (chunk % per_row), 0) if per_row > 1 else fire),
         ]
         with m.If(fire):
             m.d.sync += chunk.eq(Mux(c.last, 0, chunk + 1))
-        m.d.sync += full.eq((full | Mux(fire & c.last, Const(1, self.buffers) << self.target, 0)) & ~delivered)
+            with m.If(c.last):
+                m.d.sync += wb.eq(self._advance(wb, n))
+        with m.If(delivered):
+            m.d.sync += rb.eq(self._advance(rb, n))
+        m.d.sync += full.eq((full | Mux(fire & c.last, Const(1, n) << wb, 0))
+                            & ~Mux(delivered, Const(1, n) << rb, 0))
+        return mem, rb, held, chunk, full
 
-        # Read: tile row r of the head's buffer.
+    def _rows(self, m, mem, rb, held, chunk, full):
+        """Tile row ``row`` of the head's buffer, once written: its whole tile, or enough chunks of it."""
         row = Signal(range(TILE_ROWS))
         rp = mem.read_port(domain="comb")
+        row_bits, rows = memory_rows(self.W)
         rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
-        head = self.head.payload
-        m.d.comb += rp.addr.eq(head.buffer * rows + row // rows_per)
+        m.d.comb += rp.addr.eq(rb * rows + row // rows_per)
         row_data = rp.data.word_select(row % rows_per, 8 * LINE_BYTES) if rows_per > 1 else rp.data
-        r = self.resp.payload
+        # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being written.
+        elems_per_row = TILE_ELEMS // TILE_ROWS
+        written = (held != 0) & (full.bit_select(rb, 1) | (chunk * self.W >= (row + 1) * elems_per_row))
+        head, r = self.head, self.resp.payload
         m.d.comb += [
-            self.resp.valid.eq(self.head.valid & (head.failed | full.bit_select(head.buffer, 1))),
+            self.resp.valid.eq(self.busy & (head.failed | written)),
             r.data.eq(Mux(head.failed, 0, row_data)),
             r.id.eq(head.id),
             r.row.eq(Mux(head.failed, 0, row)),
             r.last.eq(head.failed | (row == TILE_ROWS - 1)),
             r.error.eq(head.failed),
             r.reason.eq(Mux(head.failed, head.reason, ErrorReason.NONE)),
-            self.head.ready.eq(self.resp.valid & self.resp.ready & r.last),
-            delivered.eq(Mux(self.head.ready & ~head.failed, Const(1, self.buffers) << head.buffer, 0)),
+            self.done.eq(self.resp.valid & self.resp.ready & r.last),
         ]
         with m.If(self.resp.valid & self.resp.ready):
             m.d.sync += row.eq(Mux(r.last, 0, row + 1))
-        return m

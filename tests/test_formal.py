@@ -299,8 +299,8 @@ def test_expander_mutant_off_by_one_fails():
 def loader_ports(ld):
     return SimpleNamespace(q=ld.mode.q, sparse=ld.mode.sparse, scale_format=ld.mode.scale_format,
                            scale_group=ld.mode.scale_group,
-                           req=ld.req, grant=ld.grant, abort=ld.squash, release=ld.release, state=ld.state,
-                           reason=ld.reason, failed=ld.failed, line_req=ld.line_req, line_resp_en=ld.line_resp.valid,
+                           req=ld.req, grant=ld.grant, abort=ld.squash, state=ld.state,
+                           reason=ld.reason, fails=ld.fails, fail_reason=ld.fail_reason, line_req=ld.line_req, line_resp_en=ld.line_resp.valid,
                            outs=[ld.vops, ld.values, ld.scales])
 
 
@@ -310,7 +310,9 @@ class LoaderSpec(BlockSpec):
 
     Contract: the cycle after a request is accepted, the loader is FAILED with the first reason of
     ``ErrorReason``'s list that applies (from the list's wording, not the loader's code) or ACTIVE
-    when none does; a FAILED request has handed out its skip beats (``failed``) within 2 cycles.
+    when none does, and a failure is announced (``fails``, ``fail_reason``) in the cycle of the
+    request; a FAILED request has handed out its skip beats, and the loader is idle again, the
+    cycle after.
     """
 
     def __init__(self, dut):
@@ -320,7 +322,7 @@ class LoaderSpec(BlockSpec):
         q, sparse, fmt, group = AnyConst(5), AnyConst(1), AnyConst(2), AnyConst(1)
         m.d.comb += [p.q.eq(q), p.sparse.eq(sparse), p.scale_format.eq(fmt), p.scale_group.eq(group),
                      p.req.valid.eq(AnySeq(1)), p.req.payload.eq(AnySeq(len(p.req.payload.as_value()))),
-                     p.grant.eq(1), p.abort.eq(0), p.release.eq(0), p.line_req.ready.eq(AnySeq(1)),
+                     p.grant.eq(1), p.abort.eq(0), p.line_req.ready.eq(AnySeq(1)),
                      p.line_resp_en.eq(0), [out.ready.eq(1) for out in p.outs]]
         r = p.req.payload
         scales = Mux(group == ScaleGroup.G16, 32, 16)
@@ -349,8 +351,12 @@ class LoaderSpec(BlockSpec):
             m.d.comb += [Assert(p.state.as_value() == Mux(want == ErrorReason.NONE, LoaderState.ACTIVE.value, LoaderState.FAILED.value),
                                 "wrong state after a request"),
                          Assert((want == ErrorReason.NONE) | (p.reason.as_value() == want.as_value()), "wrong error reason")]
-        with m.If(accepted & (want != ErrorReason.NONE) & (since == 2)):
-            m.d.comb += Assert(p.failed, "the skip beats of a failed request are not out")
+        with m.If(p.req.valid & p.req.ready):
+            m.d.comb += Assert(p.fails == (first != ErrorReason.NONE.value), "a failure not announced, or a false one")
+            with m.If(first != ErrorReason.NONE.value):
+                m.d.comb += Assert(p.fail_reason.as_value() == first, "wrong announced reason")
+        with m.If(accepted & (want != ErrorReason.NONE) & (since == 1)):
+            m.d.comb += Assert(p.state.as_value() == LoaderState.IDLE.value, "the skip beats of a failed request are not out")
 
 
 def test_malformed_request_fails_with_its_reason_and_skips():
@@ -360,5 +366,5 @@ def test_malformed_request_fails_with_its_reason_and_skips():
 def test_loader_mutant_with_off_by_one_wrap_check_fails():
     """A stream ending on the last byte of the address space taken for a wrap is caught."""
     bad = mutant(loader, "((a + n - 1) >> addr_bits).any()", "((a + n) >> addr_bits).any()")
-    with pytest.raises(FormalFailure, match="wrong state|wrong error reason"):
+    with pytest.raises(FormalFailure, match="wrong state|wrong error reason|wrong announced reason|a failure not announced"):
         prove(LoaderSpec(bad.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 4, "loader_mutant")

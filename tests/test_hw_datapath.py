@@ -6,7 +6,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from deca.hw.datapath import PIPELINE_FILL, Datapath
-from deca.hw.params import ParameterError
+from deca.hw.params import ParameterError, dequant_lanes
 from deca.sim.bench.datapath_bench import TileJob, configure, run_datapath
 from deca.sim.bench.stimulus import workloads
 
@@ -44,6 +44,7 @@ def check_data(label, jobs, run):
 @pytest.mark.parametrize("W,L", DESIGNS, ids=[f"W{W}L{L}" for W, L in DESIGNS])
 def test_bit_exact_and_bubble_rule(W, L, rng):
     cases = workloads(rng)
+    cm_of = dict(cases)
     results = simulate(W, L, cases)
     for label, (jobs, run) in results.items():
         check_data(label, jobs, run)
@@ -52,6 +53,12 @@ def test_bit_exact_and_bubble_rule(W, L, rng):
         ends = run.out_cycles[run.lasts]
         assert ends[0] - run.first_tile_cycle == jobs[0].cycles + PIPELINE_FILL, label
         assert np.diff(ends).tolist() == [j.cycles for j in jobs[1:]], label
+        # So does every chunk: chunk k of the first tile leaves after the cycles of vOps 0..k plus the fill
+        # (TOut sends a completion row the cycle after the chunk that completes it: README, TOut).
+        lanes, sparse = dequant_lanes(cm_of[label].config.q_bits, L), cm_of[label].config.sparse
+        windows = [bin(jobs[0].mask >> (k * W) & ((1 << W) - 1)).count("1") if sparse else W for k in range(512 // W)]
+        want = np.cumsum([max(1, -(-n // lanes)) for n in windows]) + PIPELINE_FILL
+        assert (run.out_cycles[:512 // W] - run.first_tile_cycle).tolist() == want.tolist(), label
 
 
 @pytest.mark.parametrize("W,L", [(8, 4), (32, 8)], ids=["W8L4", "W32L8"])

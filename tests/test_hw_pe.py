@@ -29,12 +29,18 @@ CASES = [
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 4}),
     ("squash_recovery", 8, 4, {**FEW, "loaders": 4}),
 ]
+#: The other loader count of each, under -m slow.
+SLOW_CASES = [
+    ("workloads_bit_exact", 8, 4, {**FEW, "loaders": 4}),
+    ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 3}),
+    ("squash_recovery", 8, 4, {**FEW, "loaders": 3}),
+]
 
 
 class CheckedTOut(TOut):
     """TOut with its invariant as a simulation ``Assert``: a chunk never waits for a buffer that is
-    still full (the loaders' hold guarantees it; ``chunks.ready`` is low only while the target buffer
-    is full). Kept out of hw/tout.py because Yosys writes Asserts as SystemVerilog ``assert``, which
+    still full (allocating a buffer to a tile before it enters the pipeline guarantees it;
+    ``chunks.ready`` is low only while the buffer written is full). Kept out of hw/tout.py because Yosys writes Asserts as SystemVerilog ``assert``, which
     Icarus (-g2005) rejects."""
 
     def elaborate(self, platform):
@@ -53,11 +59,11 @@ def test_tout_check_catches_a_write_into_a_full_buffer():
     dut = CheckedTOut(8, 8, 2)
 
     async def bench(ctx):
-        # Two one-chunk tiles into buffer 0 without a completion in between.
+        # Three one-chunk tiles into the two buffers without a completion in between.
         ctx.set(dut.chunks.valid, 1)
         ctx.set(dut.chunks.payload.last, 1)
-        await ctx.tick()
-        await ctx.tick()
+        for _ in range(3):
+            await ctx.tick()
 
     sim = Simulator(dut)
     sim.add_clock(1e-9)
@@ -66,7 +72,8 @@ def test_tout_check_catches_a_write_into_a_full_buffer():
         sim.run()
 
 
-def simulate(W, L, procedure, seed, **params):
+def simulate(W, L, procedure, seed, process=None, **params):
+    """Run ``procedure`` on a PE; ``process(dut)``: a simulator process to run alongside."""
     dut = PE(W, L, **{k: params[k] for k in ("loaders",) if k in params})
     messages = []
 
@@ -77,12 +84,15 @@ def simulate(W, L, procedure, seed, **params):
     sim = Simulator(dut)
     sim.add_clock(1e-9)
     sim.add_testbench(bench)
+    if process is not None:
+        sim.add_process(process(dut))
     sim.run()
     return messages
 
 
-@pytest.mark.parametrize("procedure,W,L,params", CASES,
-                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "") for p, W, L, q in CASES])
+@pytest.mark.parametrize("procedure,W,L,params", [*CASES, *(pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_CASES)],
+                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "")
+                              for p, W, L, q in CASES + SLOW_CASES])
 def test_pe_regression(procedure, W, L, params, seed):
     print(f"seed {seed}")
     messages = simulate(W, L, procedure, seed, **params)
@@ -103,3 +113,49 @@ def test_pe_regression(procedure, W, L, params, seed):
 def test_impossible_pe_parameters_are_refused(params, message):
     with pytest.raises(ParameterError, match=message):
         PE(**{"W": 8, "L": 4, **params})
+
+
+class ProbedPipeline(pe.Pipeline):
+    """The pipeline, remembered so that a test can watch its output."""
+    made = []
+
+    def __init__(self, W, L):
+        super().__init__(W, L)
+        self.made.append(self)
+
+
+@pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), pytest.param(64, 64, 3, marks=pytest.mark.slow)],
+                         ids=["W8L4", "W64L64-ld3"])
+def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monkeypatch, seed):
+    """Rows stream (README, TOut): with the core always ready, row r of a tile leaves exactly one cycle
+    after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of the tile), unless
+    the previous beat left in that same cycle, and then the cycle after that beat."""
+    print(f"seed {seed}")
+    ProbedPipeline.made.clear()
+    monkeypatch.setattr(pe, "Pipeline", ProbedPipeline)
+    chunks, beats = [], []  # cycles of the chunk handshakes; (cycle, row, error) of the completion beats
+
+    def watch(dut):
+        async def process(ctx):
+            out, resp = ProbedPipeline.made[0].out, dut.tepl_resp
+            signals = (out.valid, out.ready, resp.valid, resp.ready, resp.payload.row, resp.payload.error)
+            cycle = 0
+            async for _, _, out_v, out_r, resp_v, resp_r, row, error in ctx.tick().sample(*signals):
+                if out_v and out_r:
+                    chunks.append(cycle)
+                if resp_v and resp_r:
+                    beats.append((cycle, row, error))
+                cycle += 1
+        return process
+
+    simulate(W, L, "workloads_bit_exact", seed, process=watch, loaders=loaders, core={},
+             schemes=["nvfp4", "int8"], densities=[1, 0.05], codebook_sizes=[])
+    per_tile, rows = 512 // W, [b for b in beats if not b[2]]
+    assert len(chunks) == per_tile * len(rows) // 16 and rows, "not every tile went through"
+    previous = -1
+    for k, (cycle, row, _) in enumerate(rows):
+        tile = k // 16
+        assert row == k % 16
+        written = chunks[tile * per_tile + -(-32 * (row + 1) // W) - 1]
+        assert cycle == max(written + 1, previous + 1), f"tile {tile} row {row}: chunk at {written}, row at {cycle}"
+        previous = cycle

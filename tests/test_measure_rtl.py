@@ -175,8 +175,9 @@ def test_deca_sweep_skips_invalid_designs_resumes_and_refuses_other_settings(tmp
 
 @pytest.mark.slow
 def test_more_loaders_lift_the_loader_bound_at_low_density(tmp_path, capsys, seed):
-    """At 5% density two loaders bound W = 32, L = 8 (each holds its TEPL ~60 cycles); a third one
-    delivers tiles faster, every tile still checked bit for bit."""
+    """At 5% density two loaders bound W = 32, L = 8 (each holds its TEPL ~48 cycles, from acceptance
+    until its tile has left its queues); a third one delivers tiles faster, every tile still checked
+    bit for bit."""
     cycles = {}
     for loaders in (2, 3):
         out = tmp_path / f"ld{loaders}"
@@ -186,4 +187,4 @@ def test_more_loaders_lift_the_loader_bound_at_low_density(tmp_path, capsys, see
         rows = {r["workload"]: r for r in read_csv(out / "results.csv")}
         assert {int(r["loaders"]) for r in rows.values()} == {loaders}
         cycles[loaders] = float(rows["bf8@0.05"]["cycles_per_tile"])
-    assert cycles[3] < 0.9 * cycles[2], cycles
+    assert cycles[3] < 0.95 * cycles[2], cycles

@@ -11,10 +11,16 @@
 - ``StoreFenceCore`` (Fig. 8): metadata store, fence, tile load and TComp, fully serialized as
   the paper describes, so every core-DECA crossing (``link_latency`` each way) is exposed. The
   store of tile i's metadata goes out after the TComp of tile i - 2, so at most two tiles are in
-  the PE, one per loader. The PE's completion port stays not-ready except while a tile load runs.
+  the PE. The PE's completion port stays not-ready except while a tile load runs.
 
 All keep the same port contract, so the Harness drives any of them and every measured run is also
 a checked run: bit-exact tiles and cross-checked counters.
+
+**Which port a TEPL goes to** (``TeplCore`` and ``StoreFenceCore``): the core follows the PE's
+``tepl_req[i].ready`` and knows nothing of its loaders. A port is *free* for the next TEPL when in
+the previous cycle it signalled ready and took no TEPL; every port is free at the start and after
+a squash (the PE is idle the cycle after a squash, by contract). The oldest pending TEPL that may
+go is presented on the lowest free port without one, and stays there until it is accepted.
 """
 
 import math
@@ -76,6 +82,10 @@ class CoreModel:
                 self.ports[port] = (self.next_id, self.pending.popleft())
                 self.next_id = (self.next_id + 1) % self.id_limit
 
+    def saw_ready(self, ready, taken):
+        """The PE's tepl_req readies in this cycle and the port that took a TEPL (or None): this
+        model presents requests regardless."""
+
     def squash_now(self, cycle, in_flight):
         return cycle in self.squash_at or bool(in_flight and self.squash_prob and self.rng.random() < self.squash_prob)
 
@@ -125,7 +135,7 @@ class _GemmCore(CoreModel):
         self.arrive = {}  # request index -> cycle its tile (or error) is at the core
         self.accepted = set()  # indices of requests the PE accepted
         self.tmul_busy = 0  # cycles the TMUL works
-        self.executing = [None] * len(self.ports)  # the request each port's loader works on
+        self.free = [True] * len(self.ports)  # see the module docstring
 
     def start_cycle(self, cycle):
         self.cycle = cycle
@@ -136,29 +146,31 @@ class _GemmCore(CoreModel):
         raise NotImplementedError
 
     def fill_ports(self):
-        """Present the oldest pending request that may go, on a port whose loader is free."""
+        """Present the oldest pending request that may go, on a free port (module docstring)."""
         for port, slot in enumerate(self.ports):
-            if slot is None and self.executing[port] is None and self.pending and self.may_issue(self.pending[0]):
+            if slot is None and self.free[port] and self.pending and self.may_issue(self.pending[0]):
                 self.ports[port] = (self.next_id, self.pending.popleft())
                 self.next_id = (self.next_id + 1) % self.id_limit
 
     def may_issue(self, request):
         return True
 
+    def saw_ready(self, ready, taken):
+        """The PE's tepl_req readies of this cycle, and the port that took a TEPL (or None)."""
+        self.free = [r and port != taken for port, r in enumerate(ready)]
+
     def accept(self, port):
         slot = super().accept(port)
         self.accepted.add(slot[1].index)
-        self.executing[port] = slot[1]
         return slot
 
     def completed(self, request):
         super().completed(request)
-        self.executing[self.executing.index(request)] = None
         # The last beat is taken at the end of this cycle.
         self.arrive[request.index] = self.cycle + 1 + self.link_latency
 
     def squash(self, in_flight):
-        self.executing = [None] * len(self.ports)
+        self.free = [True] * len(self.ports)
         return super().squash(in_flight)
 
 

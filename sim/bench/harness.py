@@ -57,7 +57,9 @@ class RequestPorts:
     def observe(self, out):
         """One request per cycle at most, the lowest port wins; returns whether one was accepted."""
         core = self.core
-        port = next((p for p, names in enumerate(self.names) if core.ports[p] is not None and out[names["ready"]]), None)
+        ready = [bool(out[names["ready"]]) for names in self.names]
+        port = next((p for p in range(len(ready)) if core.ports[p] is not None and ready[p]), None)
+        core.saw_ready(ready, port)
         if port is None:
             return False
         self.scoreboard.accept(*core.accept(port))

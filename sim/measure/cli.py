@@ -25,12 +25,13 @@ SWEEP_SCHEMES, SWEEP_DENSITIES = ("bf8", "mxfp4", "bf16"), (1.0, 0.5, 0.2, 0.05)
 #: Why the measured utilizations can differ from the paper's Table 4 (see the README).
 TABLE4_NOTE = (
     "Where the measured utilizations are more than 10 points from the paper's: at low density a tile "
-    "needs few vOps, and the PE's two loaders bound the rate. A loader keeps its TEPL from acceptance "
-    "until the last of the 16 completion beats has gone out: L2 hits for the tile's lines, the vOps, "
-    "the pipeline fill and the 16 beats, about 60 cycles, so two loaders deliver a tile every ~30 "
-    "cycles however little there is to decompress (see starve/tile). The paper's simulated DECA "
-    "reaches 20 cycles per tile at 5% density; its loaders must overlap more of this (the paper does "
-    "not give the memory latencies or the loader timing of its simulator).")
+    "needs few vOps, and the PE's loaders bound the rate. A loader keeps its TEPL from acceptance until "
+    "its tile has left its queues (TOut streams the completion rows on its own): L2 hits for the tile's "
+    "mask and values, the value-length check and the 16 vOps, about 48 cycles, so two loaders deliver a "
+    "tile every ~24 cycles however little there is to decompress (see starve/tile); --loaders 3 or 4 "
+    "lift this, and then a prefetch degree of 5 tiles no longer covers the memory latency. The paper's "
+    "simulated DECA reaches 20 cycles per tile at 5% density with two loaders; its loaders must overlap "
+    "more of this (the paper does not give the memory latencies or the loader timing of its simulator).")
 
 
 def _range(text):

@@ -321,8 +321,8 @@ struct Core {
     std::set<int64_t> squash_at;
     std::deque<int64_t> pending;
     std::vector<std::pair<int64_t, int64_t>> ports;  // (id, request) presented, request -1: none
-    std::vector<int64_t> delivered, dropped, executing, arrive, issue_at;
-    std::vector<char> accepted, is_dropped;
+    std::vector<int64_t> delivered, dropped, arrive, issue_at;
+    std::vector<char> accepted, is_dropped, port_free;  // _GemmCore.free (cores.py's docstring)
     int64_t busy_cycles = 0, backpressure_cycles = 0, tiles = 0, errors = 0, squash_cycles = 0, tmul_busy = 0;
     // TeplCore
     std::deque<int64_t> program, tmul_order;
@@ -335,7 +335,7 @@ struct Core {
         s = spec, rng = g, n = spec->n_requests, id_limit = int64_t(1) << spec->id_bits;
         squash_at.insert(spec->squash_at, spec->squash_at + spec->n_squash_at);
         ports.assign(spec->loaders, {0, -1});
-        executing.assign(spec->loaders, -1);
+        port_free.assign(spec->loaders, 1);
         arrive.assign(n, -1);
         issue_at.assign(n, 0);
         accepted.assign(n, 0);
@@ -360,7 +360,7 @@ struct Core {
     }
     void fill_ports() {  // _GemmCore.fill_ports; may_issue: TeplCore's issue_at, always for StoreFenceCore
         for (size_t p = 0; p < ports.size(); p++)
-            if (ports[p].second < 0 && executing[p] < 0 && !pending.empty() &&
+            if (ports[p].second < 0 && port_free[p] && !pending.empty() &&
                 (!tepl() || issue_at[pending.front()] <= cycle)) {
                 ports[p] = {next_id, pending.front()};
                 pending.pop_front();
@@ -468,7 +468,6 @@ struct Core {
         auto slot = ports[p];
         ports[p] = {0, -1};
         accepted[slot.second] = 1;
-        executing[p] = slot.second;
         return slot;
     }
     void completed(int64_t r) {  // _GemmCore.completed
@@ -478,15 +477,10 @@ struct Core {
             tiles++;
             delivered.push_back(r);
         }
-        for (auto& e : executing)
-            if (e == r) {
-                e = -1;
-                break;
-            }
         arrive[r] = cycle + 1 + s->link_latency;  // the last beat is taken at the end of this cycle
     }
     void squash(std::vector<int64_t> aborted) {  // TeplCore.squash, _GemmCore.squash, CoreModel.squash
-        executing.assign(executing.size(), -1);
+        port_free.assign(port_free.size(), 1);
         for (auto& p : ports)
             if (p.second >= 0) aborted.push_back(p.second);
         std::sort(aborted.begin(), aborted.end());
@@ -727,14 +721,19 @@ void Engine::run(RunSpec* s) {
                     }
                     handshake |= ready;
                 }
-                // RequestPorts.observe: one request per cycle at most, the lowest port wins
+                // RequestPorts.observe: one request per cycle at most, the lowest port wins; _GemmCore.saw_ready
+                int taken = -1;
                 for (int p = 0; p < s->loaders; p++)
                     if (core.ports[p].second >= 0 && port_get64(*req_ready[p])) {
-                        auto slot = core.accept(p);
-                        board.accept(slot.first, slot.second);
-                        handshake = true;
+                        taken = p;
                         break;
                     }
+                for (int p = 0; p < s->loaders; p++) core.port_free[p] = port_get64(*req_ready[p]) && p != taken;
+                if (taken >= 0) {
+                    auto slot = core.accept(taken);
+                    board.accept(slot.first, slot.second);
+                    handshake = true;
+                }
             }
             // MemoryPorts.observe
             bool mem_valid = port_get64(mreq_valid), pf_valid_now = port_get64(pf_valid);
