@@ -16,7 +16,7 @@ from pathlib import Path
 
 from deca.toolchain import ToolError
 
-from . import sram, sta
+from . import activity, sram, sta
 from .blocks import BLOCK_NAMES, block_of
 from .liberty import LibertyError
 from .liberty import read as read_liberty
@@ -189,8 +189,9 @@ def _yosys_step(work, name, inputs, script, what, outputs):
     return seconds
 
 
-def run_cells(work, verilog, top, source, tech):
-    """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model)."""
+def run_cells(work, verilog, top, source, tech, toggles=None):
+    """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model).
+    ``toggles``: a simulation's ``deca.synth.activity.Toggles``, else the power is vectorless only."""
     lib = load_library(tech)
     model = sram.fit(tech.macro_liberties, tech.min_macro_bits)
     names = _stage_liberties(work, tech.liberties)
@@ -212,8 +213,13 @@ def run_cells(work, verilog, top, source, tech):
         models = read_blif(work / NETLIST, gates=False)
         design = sta.Design(models, top, lambda m: block_of(m, top), lib, model)
         timing = sta.timing(design)
-        power = sta.power(design, POWER_GHZ, lambda net: tech.activity,
-                          f"vectorless: {tech.activity} toggles per cycle on every net")
+        vectorless = sta.power(design, POWER_GHZ, lambda net: tech.activity,
+                               f"vectorless: {tech.activity} toggles per cycle on every net")
+        power, matched = vectorless, None
+        if toggles is not None:
+            rates, matched = activity.net_rates(design, toggles)
+            power = sta.power(design, POWER_GHZ, lambda net: rates.get(net, 0.0),
+                              f"simulated: {toggles.source}, {toggles.cycles:g} cycles")
     except (NetlistError, sram.MacroError) as e:
         raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
     macros = _macro_list(design, model)
@@ -242,6 +248,7 @@ def run_cells(work, verilog, top, source, tech):
                           macro_bits=sum(x["words"] * x["width"] for x in mine),
                           leakage_mw=sum(power.leakage_mw.get(b, 0.0) for b in blocks),
                           dynamic_mw=sum(power.dynamic_mw.get(b, 0.0) for b in blocks),
+                          vectorless_dynamic_mw=sum(vectorless.dynamic_mw.get(b, 0.0) for b in blocks),
                           path_ps=sum(timing.per_block_ps.get(b, 0.0) for b in blocks))
 
     per_block = {}
@@ -252,5 +259,8 @@ def run_cells(work, verilog, top, source, tech):
     total = stats(list(count))
     timing_dict = {**asdict(timing), "fmax_ghz": timing.fmax_ghz,
                    "tree_buffer": design.buffer.name if design.buffer else None}
-    power_dict = {"frequency_ghz": power.frequency_ghz, "activity": power.activity}
+    power_dict = {"frequency_ghz": power.frequency_ghz, "activity": power.activity,
+                  "vectorless": vectorless.activity}
+    if toggles is not None:
+        power_dict.update(cycles=toggles.cycles, named_nets=matched, workload=toggles.workload)
     return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict()

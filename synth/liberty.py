@@ -148,7 +148,7 @@ class Pin:
     direction: str
     capacitance: float = 0.0              # fF
     arcs: list = field(default_factory=list)
-    energy: list = field(default_factory=list)   # (related pin or None, {"rise"/"fall": Table in fJ})
+    energy: list = field(default_factory=list)   # (related pin, supply pin, {"rise"/"fall": Table in fJ})
     clock: bool = False
     function: str | None = None
     max_capacitance: float | None = None          # fF, the most an output may drive
@@ -286,7 +286,7 @@ def _cell(c, templates, types, time, cap, leak, source):
             energy = {edge: _table(p.all(key)[0], templates, time, cap, cap, source)
                       for edge, key in (("rise", "rise_power"), ("fall", "fall_power")) if p.all(key)}
             if energy:
-                pin.energy.append((p.attrs.get("related_pin"), energy))
+                pin.energy.append((p.attrs.get("related_pin"), p.attrs.get("related_pg_pin"), energy))
         for bit in _bits(g, types):
             pins[bit] = pin
     memory = next(({k: int(v) for k, v in m.attrs.items() if k.endswith("width")} for m in c.all("memory")), None)

@@ -99,13 +99,21 @@ CELL_COLUMNS = {
     "power": ("power mW", "{:.2f}"),
     "leakage": ("of it leakage", "{:.2f}"),
 }
+#: With a simulation's activity, its dynamic power beside the vectorless one.
+ACTIVITY_COLUMNS = {**CELL_COLUMNS, "dynamic": ("of it dynamic", "{:.2f}"),
+                    "vectorless": ("dynamic, vectorless", "{:.2f}")}
+
+
+def _columns(result):
+    return ACTIVITY_COLUMNS if "workload" in result.power else CELL_COLUMNS
 
 
 def _cell_row(name, stats, whole, group):
     return {"block": name, "area": stats.area, "share": stats.area / whole.area, "paper": group,
             "macro_area": stats.macro_area, "macros": stats.macros, "buffer_area": stats.buffer_area,
             "flip_flops": stats.flip_flops,
-            "cells": stats.num_cells, "path_ps": stats.path_ps, "power": stats.power_mw, "leakage": stats.leakage_mw}
+            "cells": stats.num_cells, "path_ps": stats.path_ps, "power": stats.power_mw, "leakage": stats.leakage_mw,
+            "dynamic": stats.dynamic_mw, "vectorless": stats.vectorless_dynamic_mw}
 
 
 def _groups_text(shares, paper):
@@ -129,7 +137,7 @@ def cells_lines(result):
     shown = path if n <= 2 * PATH_ENDS else path[:PATH_ENDS] + [None] + path[-PATH_ENDS:]
     power_mw = total.power_mw
     lines = [f"{result.top} ({where}): {result.tech}, standard cells and SRAM macros; Yosys {result.seconds:.0f} s",
-             "", format_table(_cell_rows(result), CELL_COLUMNS), "",
+             "", format_table(_cell_rows(result), _columns(result)), "",
              f"area by the paper's groups (section 7.4): {_groups_text(paper_split(result), PAPER_SPLIT)}",
              f"{PAPER_PES} PEs: {total.area:,.0f} µm² x {PAPER_PES} = {pe_mm2:.2f} mm² "
              f"(paper: {PAPER_AREA_MM2} mm², "
@@ -152,8 +160,17 @@ def cells_lines(result):
               f"dynamic {total.dynamic_mw:.1f} (activity: {result.power['activity']}); "
               f"paper: {PAPER_POWER_W * 1e3 / PAPER_PES:.0f} mW per PE ({PAPER_POWER_W} W / {PAPER_PES}), "
               f"{power_mw / (PAPER_POWER_W * 1e3 / PAPER_PES):.2f}x",
-              "  by the paper's groups: " + _groups_text(paper_split(result, lambda s: s.power_mw), PAPER_POWER_SPLIT),
-              f"SRAM macro model (fit on {', '.join(c[0] for c in model['calibration'])}): area = ports x "
+              "  by the paper's groups: " + _groups_text(paper_split(result, lambda s: s.power_mw), PAPER_POWER_SPLIT)]
+    if "workload" in result.power:
+        vectorless = total.leakage_mw + total.vectorless_dynamic_mw
+        lines += [f"  activity: {result.power['workload']}, {result.power['cycles']:,.0f} cycles traced; "
+                  f"{result.power['named_nets']:.0%} of the driven nets by their RTL signal's own toggles, the "
+                  "others at their module's average toggle rate per traced bit",
+                  f"  vectorless ({result.power['vectorless']}): {vectorless:.1f} mW = leakage "
+                  f"{total.leakage_mw:.1f} + dynamic {total.vectorless_dynamic_mw:.1f}; by the paper's groups: "
+                  + _groups_text(paper_split(result, lambda s: s.leakage_mw + s.vectorless_dynamic_mw),
+                                 PAPER_POWER_SPLIT)]
+    lines += [f"SRAM macro model (fit on {', '.join(c[0] for c in model['calibration'])}): area = ports x "
               f"{model['per_port']:.1f} + bits x {model['per_bit']:.5f} + words x {model['per_word']:.4f} µm²; "
               f"access {model['access_ps']:.0f} ps, setup {model['setup_ps']:.0f} ps, "
               f"{model['leakage_uw']:.1f} µW leakage, {model['energy_fj']:.0f} fJ per access; "
@@ -190,9 +207,10 @@ def _cell_rows(result):
 def format_markdown(result):
     """The standard-cell report as Markdown: the block table, then the rest as a list."""
     lines = cells_lines(result)
-    heads = [h for h, _ in CELL_COLUMNS.values()]
+    columns = _columns(result)
+    heads = [h for h, _ in columns.values()]
     body = ["| " + " | ".join(fmt(row[k]) if callable(fmt) else fmt.format(row[k])
-                              for k, (_, fmt) in CELL_COLUMNS.items()) + " |" for row in _cell_rows(result)]
+                              for k, (_, fmt) in columns.items()) + " |" for row in _cell_rows(result)]
     # lines: title, blank, the text table, blank, then one line per fact (indented: the path's cells).
     rest = [f"    - `{line.strip()}`" if line.startswith("    ") else f"- {line.strip()}" for line in lines[4:]]
     return "\n".join([f"## {lines[0]}", "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads), *body, "",

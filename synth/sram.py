@@ -79,7 +79,7 @@ def fit(paths=FAKERAM, min_bits=MIN_MACRO_BITS):
         return max(t.lookup() for c in macros for p, pin in c.pins.items() if p.split("[")[0] in pins
                    for arc in pin.arcs if arc.kind == kind for t in arc.delay.values())
 
-    clk = [e["rise"].lookup() for c in macros for pin in c.pins.values() if pin.clock for _, e in pin.energy]
+    clk = [e["rise"].lookup() for c in macros for pin in c.pins.values() if pin.clock for _, _, e in pin.energy]
     model = MacroModel(per_port=float(per_port), per_bit=float(per_bit), per_word=float(per_word),
                        access_ps=worst("rising_edge", {"rd_out"}),
                        setup_ps=worst("setup_rising", {"addr_in", "wd_in", "we_in", "ce_in"}),

@@ -20,9 +20,10 @@ an input straight to an output (a ready/valid chain through the design) is repor
 of the period: how much of the cycle it gets depends on the logic around the design.
 
 Power: leakage is each cell's state-averaged liberty leakage plus the macros'. Dynamic power at
-frequency f is, per net toggle, the driving arc's internal energy (the mean of its rise and fall
-tables) plus C V^2 / 2 of the net's load, and per clock cycle each flip-flop's clock-pin internal
-energy (rise and fall) and each macro's access energy times its access rate. The toggle rates
+frequency f is, per net toggle, the driving pin's internal energy (``toggle_energy_fj``: the mean of
+its rise and fall tables over its states, summed over the supply rails) plus C V^2 / 2 of the net's
+load, and per clock cycle each flip-flop's clock-pin internal energy (two toggles) and each macro's
+access energy times its access rate. The toggle rates
 come from the caller (``activity``: toggles per cycle of each net), by default one rate for all.
 """
 
@@ -81,6 +82,9 @@ class Design:
     def __init__(self, models, top, block_of, library, macros):
         parent, placed = flatten(models, top)
         self.library, self.macros, self.top = library, macros, top
+        # Kept for naming nets: model ``m``'s local net ``n`` of the instance at ``base`` is
+        # ``find(parent, base + n)`` (deca.synth.activity).
+        self.models, self.parent, self.placed = models, parent, placed
         self.cells = []    # (module, kind, [(pin, net)], params)
         for name, base in placed:
             for kind, pins, params in models[name].cells:
@@ -144,9 +148,7 @@ class Design:
         cin = max(p.capacitance for n, p in self.buffer.pins.items() if n not in self.buffer.outputs)
         total = 0.0
         for n, load in self.trees.get(net, ()):
-            internal = sum(sum(t.lookup(slew=INPUT_SLEW_PS, load=load) for t in e.values()) / len(e)
-                           for _, e in out.energy) / max(1, len(out.energy))
-            total += n * (internal + 0.5 * cin * self.library.voltage ** 2)
+            total += n * (toggle_energy_fj(out, slew=INPUT_SLEW_PS, load=load) + 0.5 * cin * self.library.voltage ** 2)
         return total
 
     def is_output(self, kind, pin):
@@ -163,6 +165,16 @@ class Design:
 
     def sequential(self, kind):
         return kind == MACRO or self.library.cells[kind].sequential
+
+
+def toggle_energy_fj(pin, **x):
+    """Internal energy of one toggle of ``pin`` at ``x`` (slew, load): the mean of rise and fall,
+    averaged over the pin's internal_power groups of one supply pin (its states and related pins),
+    summed over the supply pins (each group holds one rail's share: ASAP7 gives VDD and VSS apart)."""
+    rails = {}
+    for _, rail, edges in pin.energy:
+        rails.setdefault(rail, []).append(sum(t.lookup(**x) for t in edges.values()) / len(edges))
+    return sum(sum(v) / len(v) for v in rails.values())
 
 
 def _worst(tables, **x):
@@ -322,8 +334,7 @@ def power(design, frequency_ghz, activity, activity_note):
                     continue
                 if p.clock:
                     # The clock pin toggles twice a cycle whatever the data does.
-                    energy_fj += sum(e[edge].lookup(slew=CLOCK_SLEW_PS) for _, e in p.energy for edge in e) / max(
-                        1, len(p.energy)) * 2
+                    energy_fj += 2 * toggle_energy_fj(p, slew=CLOCK_SLEW_PS)
                 elif p.direction == "output":
                     load = design.load.get(net, 0.0)
                     n = design.tree_buffers(net)
@@ -331,9 +342,7 @@ def power(design, frequency_ghz, activity, activity_note):
                         buffers[block] = buffers.get(block, 0) + n
                         leak[block] += n * design.buffer.leakage * 1e-9
                         energy_fj += activity(net) * design.tree_energy_fj(net)
-                    tables = [e for _, e in p.energy]
-                    internal = (sum(sum(t.lookup(slew=INPUT_SLEW_PS, load=load) for t in e.values()) / len(e)
-                                    for e in tables) / len(tables)) if tables else 0.0
+                    internal = toggle_energy_fj(p, slew=INPUT_SLEW_PS, load=load)
                     energy_fj += activity(net) * (internal + 0.5 * load * volts ** 2)
         dyn[block] = dyn.get(block, 0.0) + energy_fj * 1e-15 * f * 1e3
     return Power(leakage_mw=leak, dynamic_mw=dyn, frequency_ghz=frequency_ghz, activity=activity_note,

@@ -30,6 +30,7 @@ class BlockStats:
     macro_bits: int = 0
     leakage_mw: float | None = None
     dynamic_mw: float | None = None
+    vectorless_dynamic_mw: float | None = None   # the dynamic power at the vectorless activity
     path_ps: float = 0.0             # this block's share of the critical path
 
     @property

@@ -1,0 +1,261 @@
+"""Switching activity (deca.synth.activity) and the power computed from it (deca.synth.sta.power).
+
+Expected values come from independent references: toggle counts of a hand-written VCD counted by
+hand, of a random VCD by a plain loop over its bits, and the power of a tiny netlist from the liberty
+text read by a small brace walker written here (not deca.synth.liberty), tables interpolated with
+SciPy.
+"""
+
+import gzip
+import re
+
+import numpy as np
+import pytest
+from scipy.interpolate import RegularGridInterpolator
+
+from deca.cli import main
+from deca.synth import activity, cells, sram, sta
+from deca.synth.liberty import read
+from deca.synth.netlist import find, read_blif
+
+DFF, INV = "DFFHQNx1_ASAP7_75t_R", "INVx1_ASAP7_75t_R"
+
+#: A clock, a 4-bit q at the design's top and a 2-bit r in its submodule sub, under cocotb's TOP.
+#: q: 0000 -> 0101 -> 0110 -> 0011 -> xxxx (0): bit 0 toggles 4 times, bit 1 twice, bit 2 twice,
+#: bit 3 never. r: 00 -> 11 -> 01: bit 0 once, bit 1 twice. en: 0 -> 1 once; the initial values in
+#: $dumpvars are no toggles. clk: 5 toggles, 2.5 cycles.
+HAND_VCD = """$date today $end
+$timescale 1ps $end
+$scope module TOP $end
+$var wire 1 ! clk $end
+$scope module top $end
+$var wire 1 ! clk $end
+$var wire 4 " q [3:0] $end
+$var wire 1 # en $end
+$scope module sub $end
+$var wire 2 $ r [1:0] $end
+$upscope $end
+$upscope $end
+$upscope $end
+$enddefinitions $end
+#0
+$dumpvars
+0!
+b0000 "
+0#
+b00 $
+$end
+#5
+1!
+b101 "
+1#
+#10
+0!
+#15
+1!
+b0110 "
+b11 $
+#20
+0!
+b0011 "
+#25
+1!
+bxxxx "
+b01 $
+"""
+
+
+def test_toggle_counts_of_a_hand_written_vcd(tmp_path):
+    path = tmp_path / "hand.vcd"
+    path.write_text(HAND_VCD)
+    t = activity.count_toggles(path)
+    assert t.cycles == 2.5
+    top = ("TOP", "top")
+    assert t.signals[top]["q"] == (0, [4, 2, 2, 0])
+    assert t.signals[top]["en"] == (0, [1])
+    assert t.signals[top + ("sub",)]["r"] == (0, [1, 2])
+    assert t.scope_of("top") == top
+    assert activity.Toggles.from_json(t.to_json()) == t
+
+
+def test_toggle_counts_of_a_random_vcd_equal_a_plain_loop(tmp_path, seed):
+    """A 70-bit bus and a scalar changing at random: every bit's toggles counted bit by bit."""
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    width, steps = 70, 400
+    values = [rng.integers(0, 2, width) for _ in range(steps)]
+    for v in values[::7]:
+        v[:] = values[0]   # some steps change nothing
+    flags = rng.integers(0, 2, steps)
+    lines = ["$scope module top $end", "$var wire 1 ! clk $end", f"$var wire {width} % bus [{width + 9}:10] $end",
+             "$var wire 1 & f $end", "$upscope $end", "$enddefinitions $end"]
+    for i in range(steps):
+        lines += [f"#{i * 10}", f"{i % 2}!", "b" + "".join(str(b) for b in values[i][::-1]) + " %", f"{flags[i]}&"]
+    path = tmp_path / "random.vcd"
+    path.write_text("\n".join(lines) + "\n")
+    expected = [sum(int(values[i][b] != values[i - 1][b]) for i in range(1, steps)) for b in range(width)]
+    t = activity.count_toggles(path)
+    assert t.signals[("top",)]["bus"] == (10, expected)
+    assert t.signals[("top",)]["f"] == (0, [sum(int(flags[i] != flags[i - 1]) for i in range(1, steps))])
+    assert t.cycles == (steps - 1) / 2
+
+
+# Mapping onto a netlist ---------------------------------------------------------------------------
+
+#: top: a flip-flop whose output is the traced q[1], an inverter driving an unnamed net; its
+#: submodule top.sub: a flip-flop on r[0] and an inverter on an unnamed net; top.quiet: nothing traced.
+TINY = f""".model top
+.inputs clk a
+.outputs y
+.subckt {DFF} CLK=clk D=a QN=q[1]
+.subckt {INV} A=q[1] Y=_1_
+.subckt top.sub clk=clk i=_1_ o=y
+.subckt top.quiet clk=clk i=a
+.end
+.model top.sub
+.inputs clk i
+.outputs o
+.subckt {DFF} CLK=clk D=i QN=r[0]
+.subckt {INV} A=r[0] Y=o
+.end
+.model top.quiet
+.inputs clk i
+.outputs
+.subckt {INV} A=i Y=_2_
+.end
+"""
+
+
+@pytest.fixture(scope="module")
+def library():
+    return read(cells.ASAP7_LIBERTIES)
+
+
+def _design(tmp_path, library, text=TINY):
+    (tmp_path / "tiny.blif").write_text(text)
+    return sta.Design(read_blif(tmp_path / "tiny.blif", gates=False), "top", lambda m: m, library, sram.fit())
+
+
+def _net(design, module, name):
+    base = dict(design.placed)[module]
+    return find(design.parent, base + design.models[module].nets[name])
+
+
+def test_rates_by_name_and_module_average(tmp_path, library):
+    design = _design(tmp_path, library)
+    path = tmp_path / "hand.vcd"
+    path.write_text(HAND_VCD)
+    rates, named = activity.net_rates(design, activity.count_toggles(path))
+    cycles = 2.5
+    # q[1] and r[0] are traced; y is the sub's o, not traced under that name in either scope.
+    assert rates[_net(design, "top", "q[1]")] == pytest.approx(2 / cycles)
+    assert rates[_net(design, "top.sub", "r[0]")] == pytest.approx(1 / cycles)
+    # Unnamed nets: the module's average per traced bit: top traces clk (5), q (8 in 4 bits), en (1).
+    assert rates[_net(design, "top", "_1_")] == pytest.approx((5 + 8 + 1) / 6 / cycles)
+    assert rates[_net(design, "top.sub", "o")] == pytest.approx((1 + 2) / 2 / cycles)
+    # top.quiet has no scope in the trace: the whole design's average per traced bit.
+    assert rates[_net(design, "top.quiet", "_2_")] == pytest.approx((5 + 8 + 1 + 3) / 8 / cycles)
+    assert named == pytest.approx(2 / 5)
+
+
+# Power from a known activity, by hand --------------------------------------------------------------
+
+
+def _text():
+    return "".join(gzip.decompress(p.read_bytes()).decode() for p in cells.ASAP7_LIBERTIES)
+
+
+def _groups(text, keyword):
+    out = []
+    for m in re.finditer(rf"\b{keyword}\s*\(\s*\"?([^)\"]*)\"?\s*\)\s*\{{", text):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out.append((m.group(1), text[m.end():i - 1]))
+    return out
+
+
+def _value(table, slew, load):
+    """A power table at (slew, load): scalar, 1-D in the slew, or 2-D; linear in between and beyond."""
+    values = np.array([[float(x) for x in row.split(",")] for row in re.findall(r"\"([^\"]*)\"",
+                                                                               table.split("values", 1)[1])])
+    idx = [[float(x) for x in m.split(",")] for m in re.findall(r"index_\d\s*\(\s*\"([^\"]*)\"", table)]
+    if not idx:
+        return float(values.flat[0])
+    f = RegularGridInterpolator(idx, values.reshape([len(i) for i in idx]), bounds_error=False, fill_value=None)
+    return float(f([[slew, load][:len(idx)]])[0])
+
+
+def _toggle_energy(cell_body, pin, slew, load=0.0):
+    """One toggle's internal energy (fJ): the mean of rise and fall of each internal_power group,
+    averaged over the groups of one supply rail, summed over the rails."""
+    body = dict(_groups(cell_body, "pin"))[pin]
+    rails = {}
+    for _, group in _groups(body, "internal_power"):
+        rail = re.search(r"related_pg_pin\s*:\s*(\w+)", group).group(1)
+        edges = [_value(t, slew, load) for key in ("rise_power", "fall_power") for _, t in _groups(group, key)]
+        rails.setdefault(rail, []).append(sum(edges) / len(edges))
+    return sum(sum(v) / len(v) for v in rails.values())
+
+
+def _cap(cell_body, pin):
+    body = dict(_groups(cell_body, "pin"))[pin]
+    return max(float(v) for v in re.findall(r"\b(?:rise_|fall_)?capacitance\s*:\s*([\d.]+)", body))
+
+
+def test_power_with_known_activity_equals_a_hand_computation(tmp_path, library):
+    """A flip-flop and an inverter in a loop: q toggles 0.3 times a cycle, d 0.2. Per cycle: the
+    clock pin's two toggles, and per data toggle the driver's internal energy at 20 ps input slew
+    and its load plus C V^2 / 2 of the load; at 2.5 GHz."""
+    design = _design(tmp_path, library, f""".model top
+.inputs clk
+.outputs
+.subckt {DFF} CLK=clk D=d QN=q
+.subckt {INV} A=q Y=d
+.end
+""")
+    q, d = _net(design, "top", "q"), _net(design, "top", "d")
+    p = sta.power(design, 2.5, {q: 0.3, d: 0.2}.get, "known")
+    text = _text()
+    cell = {name: body for name, body in _groups(text, "cell") if name in (DFF, INV)}
+    volts = float(re.search(r"nom_voltage\s*:\s*([\d.]+)", text).group(1))
+    load_q, load_d = _cap(cell[INV], "A"), _cap(cell[DFF], "D")
+    energy = (2 * _toggle_energy(cell[DFF], "CLK", 20.0)
+              + 0.3 * (_toggle_energy(cell[DFF], "QN", 20.0, load_q) + 0.5 * load_q * volts ** 2)
+              + 0.2 * (_toggle_energy(cell[INV], "Y", 20.0, load_d) + 0.5 * load_d * volts ** 2))
+    expected_mw = energy * 1e-15 * 2.5e9 * 1e3
+    print(f"hand: {energy:.4f} fJ per cycle -> {expected_mw:.5f} mW")
+    assert p.dynamic_mw["top"] == pytest.approx(expected_mw, rel=1e-9)
+
+
+# Bad input ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "cannot read the trace"),
+    ("$scope module top $end\n$var wire 1 ! clk $end\n", "is not a VCD file"),
+    ("$scope module top $end\n$var wire 1 ! a $end\n$upscope $end\n$enddefinitions $end\n#0\n0!\n#1\n1!\n",
+     "no clock 'clk' that toggles"),
+])
+def test_bad_trace_is_one_line_and_exit_2(tmp_path, capsys, content, message):
+    path = tmp_path / "t.vcd"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "--design", "datapath", "--W", "8", "--L", "2", "--vcd", str(path), "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_trace_of_another_design_is_refused(tmp_path, capsys):
+    """A VCD whose scopes do not hold the design's top module: refused before any synthesis."""
+    path = tmp_path / "other.vcd"
+    path.write_text(HAND_VCD)
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "--design", "datapath", "--W", "8", "--L", "2", "--vcd", str(path), "--out", str(tmp_path),
+              "--work-dir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "has no scope of design deca_datapath_w8_l2" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "work" / "deca_datapath_w8_l2" / "front.il").exists()
