@@ -259,3 +259,18 @@ def test_trace_of_another_design_is_refused(tmp_path, capsys):
     assert e.value.code == 2 and "has no scope of design deca_datapath_w8_l2" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "work" / "deca_datapath_w8_l2" / "front.il").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--activity", "bf9@0.5"], "--activity takes scheme@density"),
+    (["--activity", "bf8@1.5"], "--activity takes scheme@density"),
+    (["--activity", "--activity-tiles", "0"], "--activity-tiles must be a positive number"),
+    (["--activity", "--vcd", "x.vcd"], "not both"),
+    (["--activity", "--tech", "generic"], "--tech generic does not compute"),
+    (["--vcd", "x.vcd", "--sweep"], "a sweep takes --activity WORKLOAD"),
+])
+def test_bad_activity_options(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        main(["synth", *args, "--out", str(tmp_path), "--work-dir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
