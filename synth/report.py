@@ -166,7 +166,7 @@ def cells_lines(result):
         lines += [f"  activity: {result.power['workload']}, {result.power['cycles']:,.0f} cycles traced; "
                   f"{result.power['named_nets']:.0%} of the driven nets by their RTL signal's own toggles, the "
                   "others at their module's average toggle rate per traced bit",
-                  f"  vectorless ({result.power['vectorless']}): {vectorless:.1f} mW = leakage "
+                  f"  {result.power['vectorless']}: {vectorless:.1f} mW = leakage "
                   f"{total.leakage_mw:.1f} + dynamic {total.vectorless_dynamic_mw:.1f}; by the paper's groups: "
                   + _groups_text(paper_split(result, lambda s: s.leakage_mw + s.vectorless_dynamic_mw),
                                  PAPER_POWER_SPLIT)]
