@@ -1,17 +1,12 @@
-"""Switching activity (deca.synth.activity) and the power computed from it (deca.synth.sta.power).
+"""Switching activity from a simulation (deca.synth.activity): toggle counts and their mapping onto nets.
 
 Expected values come from independent references: toggle counts of a hand-written VCD counted by
-hand, of a random VCD by a plain loop over its bits, and the power of a tiny netlist from the liberty
-text read by a small brace walker written here (not deca.synth.liberty), tables interpolated with
-SciPy.
+hand, of a random VCD by a plain loop over its bits, rates by hand from those counts. The power
+from a known activity is checked against the liberty text in test_synth_cells.py.
 """
-
-import gzip
-import re
 
 import numpy as np
 import pytest
-from scipy.interpolate import RegularGridInterpolator
 
 from deca.cli import main
 from deca.synth import activity, cells, sram, sta
@@ -156,77 +151,6 @@ def test_rates_by_name_and_module_average(tmp_path, library):
     # top.quiet has no scope in the trace: the whole design's average per traced bit.
     assert rates[_net(design, "top.quiet", "_2_")] == pytest.approx((5 + 8 + 1 + 3) / 8 / cycles)
     assert named == pytest.approx(2 / 5)
-
-
-# Power from a known activity, by hand --------------------------------------------------------------
-
-
-def _text():
-    return "".join(gzip.decompress(p.read_bytes()).decode() for p in cells.ASAP7_LIBERTIES)
-
-
-def _groups(text, keyword):
-    out = []
-    for m in re.finditer(rf"\b{keyword}\s*\(\s*\"?([^)\"]*)\"?\s*\)\s*\{{", text):
-        depth, i = 1, m.end()
-        while depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        out.append((m.group(1), text[m.end():i - 1]))
-    return out
-
-
-def _value(table, slew, load):
-    """A power table at (slew, load): scalar, 1-D in the slew, or 2-D; linear in between and beyond."""
-    values = np.array([[float(x) for x in row.split(",")] for row in re.findall(r"\"([^\"]*)\"",
-                                                                               table.split("values", 1)[1])])
-    idx = [[float(x) for x in m.split(",")] for m in re.findall(r"index_\d\s*\(\s*\"([^\"]*)\"", table)]
-    if not idx:
-        return float(values.flat[0])
-    f = RegularGridInterpolator(idx, values.reshape([len(i) for i in idx]), bounds_error=False, fill_value=None)
-    return float(f([[slew, load][:len(idx)]])[0])
-
-
-def _toggle_energy(cell_body, pin, slew, load=0.0):
-    """One toggle's internal energy (fJ): the mean of rise and fall of each internal_power group,
-    averaged over the groups of one supply rail, summed over the rails."""
-    body = dict(_groups(cell_body, "pin"))[pin]
-    rails = {}
-    for _, group in _groups(body, "internal_power"):
-        rail = re.search(r"related_pg_pin\s*:\s*(\w+)", group).group(1)
-        edges = [_value(t, slew, load) for key in ("rise_power", "fall_power") for _, t in _groups(group, key)]
-        rails.setdefault(rail, []).append(sum(edges) / len(edges))
-    return sum(sum(v) / len(v) for v in rails.values())
-
-
-def _cap(cell_body, pin):
-    body = dict(_groups(cell_body, "pin"))[pin]
-    return max(float(v) for v in re.findall(r"\b(?:rise_|fall_)?capacitance\s*:\s*([\d.]+)", body))
-
-
-def test_power_with_known_activity_equals_a_hand_computation(tmp_path, library):
-    """A flip-flop and an inverter in a loop: q toggles 0.3 times a cycle, d 0.2. Per cycle: the
-    clock pin's two toggles, and per data toggle the driver's internal energy at 20 ps input slew
-    and its load plus C V^2 / 2 of the load; at 2.5 GHz."""
-    design = _design(tmp_path, library, f""".model top
-.inputs clk
-.outputs
-.subckt {DFF} CLK=clk D=d QN=q
-.subckt {INV} A=q Y=d
-.end
-""")
-    q, d = _net(design, "top", "q"), _net(design, "top", "d")
-    p = sta.power(design, 2.5, {q: 0.3, d: 0.2}.get, "known")
-    text = _text()
-    cell = {name: body for name, body in _groups(text, "cell") if name in (DFF, INV)}
-    volts = float(re.search(r"nom_voltage\s*:\s*([\d.]+)", text).group(1))
-    load_q, load_d = _cap(cell[INV], "A"), _cap(cell[DFF], "D")
-    energy = (2 * _toggle_energy(cell[DFF], "CLK", 20.0)
-              + 0.3 * (_toggle_energy(cell[DFF], "QN", 20.0, load_q) + 0.5 * load_q * volts ** 2)
-              + 0.2 * (_toggle_energy(cell[INV], "Y", 20.0, load_d) + 0.5 * load_d * volts ** 2))
-    expected_mw = energy * 1e-15 * 2.5e9 * 1e3
-    print(f"hand: {energy:.4f} fJ per cycle -> {expected_mw:.5f} mW")
-    assert p.dynamic_mw["top"] == pytest.approx(expected_mw, rel=1e-9)
 
 
 # Bad input ----------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from deca.synth import cells, flow, sram, sta  # noqa: E402
 from deca.synth.cli import add_synth_parser  # noqa: E402
 from deca.synth.dse import area_dse  # noqa: E402
 from deca.synth.liberty import LibertyError, read  # noqa: E402
-from deca.synth.netlist import NetlistError, read_blif  # noqa: E402
+from deca.synth.netlist import NetlistError, find, read_blif  # noqa: E402
 from deca.synth.report import format_markdown, format_result, paper_split  # noqa: E402
 
 DESIGN = "datapath"
@@ -304,6 +304,57 @@ def test_sta_macro_paths_use_the_model_times(tmp_path):
     assert t.critical_ps > model.access_ps
     starts = {t.path[0].cell, t.path[-1].cell}
     assert sta.MACRO in starts
+
+
+# Power from a known activity, by hand --------------------------------------------------------------
+
+
+def _power_value(table, slew, load):
+    """A power table at (slew, load): scalar, 1-D in the slew, or 2-D; linear in between and beyond."""
+    values = np.array([[float(x) for x in row.split(",")] for row in re.findall(r"\"([^\"]*)\"",
+                                                                               table.split("values", 1)[1])])
+    idx = [[float(x) for x in m.split(",")] for m in re.findall(r"index_\d\s*\(\s*\"([^\"]*)\"", table)]
+    if not idx:
+        return float(values.flat[0])
+    f = RegularGridInterpolator(idx, values.reshape([len(i) for i in idx]), bounds_error=False, fill_value=None)
+    return float(f([[slew, load][:len(idx)]])[0])
+
+
+def _toggle_energy(cell_body, pin, slew, load=0.0):
+    """One toggle's internal energy (fJ): the mean of rise and fall of each internal_power group,
+    averaged over the groups of one supply rail, summed over the rails."""
+    rails = {}
+    for _, group in _groups(_pin(cell_body, pin), "internal_power"):
+        rail = re.search(r"related_pg_pin\s*:\s*(\w+)", group).group(1)
+        edges = [_power_value(t, slew, load) for key in ("rise_power", "fall_power") for _, t in _groups(group, key)]
+        rails.setdefault(rail, []).append(sum(edges) / len(edges))
+    return sum(sum(v) / len(v) for v in rails.values())
+
+
+def test_power_with_known_activity_equals_a_hand_computation(tmp_path, cell_text):
+    """A flip-flop and an inverter in a loop: q toggles 0.3 times a cycle, d 0.2. Per cycle: the
+    clock pin's two toggles, and per data toggle the driver's internal energy at 20 ps input slew
+    and its load plus C V^2 / 2 of the load; at 2.5 GHz."""
+    (tmp_path / "loop.blif").write_text(f""".model top
+.inputs clk
+.outputs
+.subckt {DFF} CLK=clk D=d QN=q
+.subckt {INV} A=q Y=d
+.end
+""")
+    models = read_blif(tmp_path / "loop.blif", gates=False)
+    design = sta.Design(models, "top", lambda m: m, read(cells.ASAP7_LIBERTIES), sram.fit())
+    q, d = (find(design.parent, models["top"].nets[name]) for name in ("q", "d"))
+    p = sta.power(design, 2.5, {q: 0.3, d: 0.2}.get, "known")
+    volts = float(re.search(r"nom_voltage\s*:\s*([\d.]+)", _text(cells.ASAP7_LIBERTIES[0].name)).group(1))
+    dff, inv = cell_text[DFF], cell_text[INV]
+    load_q, load_d = _cap(inv, "A"), _cap(dff, "D")
+    energy = (2 * _toggle_energy(dff, "CLK", 20.0)
+              + 0.3 * (_toggle_energy(dff, "QN", 20.0, load_q) + 0.5 * load_q * volts ** 2)
+              + 0.2 * (_toggle_energy(inv, "Y", 20.0, load_d) + 0.5 * load_d * volts ** 2))
+    expected_mw = energy * 1e-15 * 2.5e9 * 1e3
+    print(f"hand: {energy:.4f} fJ per cycle -> {expected_mw:.5f} mW")
+    assert p.dynamic_mw["top"] == pytest.approx(expected_mw, rel=1e-9)
 
 
 def test_unmapped_cell_is_named(tmp_path):
