@@ -5,7 +5,7 @@ counts each signal's toggles."""
 from pathlib import Path
 
 from deca.hw.params import LOADERS
-from deca.sim.bench.runner import run
+from deca.sim.bench.runner import run, verilator_fst
 from deca.sim.bench.system import system
 
 from .campaign import DESIGN
@@ -17,6 +17,10 @@ def record_trace(verilog, top, W, L, workload, mode, tiles, seed, out, loaders=L
     """Run ``workload`` ("scheme@density") in ``mode`` for ``tiles`` tiles on the PE of the Verilog
     file ``verilog`` (module ``top``) on Verilator with waves; (the VCD's path, the point's record).
     The run happens in the waves build's folder ``<run>``; ``out`` gets the record."""
+    if verilator_fst():
+        # The runner then makes Verilator write FST, which deca.synth.activity does not read.
+        raise ValueError("Verilator writes FST traces here (the lz4 headers are installed) and the toggle count "
+                         "reads VCD; convert a trace with fst2vcd and give it with --vcd")
     point = Point(W, L, workload, mode)
     out = Path(out).resolve()  # the simulator runs in its own folder
     params = {**DESIGN, "W": W, "L": L, "loaders": loaders, "system": system().as_dict(), "tiles": tiles,
