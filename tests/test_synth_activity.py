@@ -5,6 +5,8 @@ hand, of a random VCD by a plain loop over its bits, rates by hand from those co
 from a known activity is checked against the liberty text in test_synth_cells.py.
 """
 
+import json
+
 import numpy as np
 import pytest
 
@@ -198,3 +200,28 @@ def test_bad_activity_options(tmp_path, capsys, args, message):
         main(["synth", *args, "--out", str(tmp_path), "--work-dir", str(tmp_path / "work")])
     err = capsys.readouterr().err
     assert e.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_workload_trace_of_the_pe(tmp_path, monkeypatch):
+    """A few tiles on the smallest PE on Verilator: the trace's clock counts the measured cycles,
+    the PE's registers toggle, and the counts are cached by the Verilog and the workload."""
+    from deca.hw.generate import generate, top_name
+    from deca.sim.measure import trace
+
+    top = top_name("pe", 8, 4)
+    verilog = generate(8, 4, tmp_path / "v")
+    workload = activity.Workload(tiles=4)
+    t = activity.workload_toggles(verilog, top, 8, 4, workload, tmp_path / "activity")
+    record = next((tmp_path / "activity" / "records").glob("*.json"))
+    # The trace also holds the reset and the LUTs' configuration before the measured cycles.
+    assert t.cycles >= json.loads(record.read_text())["cycles"] > 0
+    root = t.scope_of(top)
+    assert sum(sum(c) for _, c in t.signals[root].values()) > 0
+    assert "bf8@0.5 tepl, 4 tiles" in t.workload
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("the cached counts were not used")
+
+    monkeypatch.setattr(trace, "record_trace", no_simulation)
+    assert activity.workload_toggles(verilog, top, 8, 4, workload, tmp_path / "activity") == t
