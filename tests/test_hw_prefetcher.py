@@ -174,15 +174,21 @@ def test_no_line_twice_or_after_demand_in_any_order(scheme, density, align, load
         assert max(lines, default=0) <= bound, label
         if not trial:
             # In order with time to spare: every line of tiles 2 on of the value and mask streams
-            # (constant or size-following deltas from tile 1) is prefetched before its demand,
-            # unless an earlier tile demanded it.
+            # that the previous tile's prediction reaches (addr + degree * delta + len - 1; a longer
+            # sparse tile may end beyond it) is prefetched before its demand, unless an earlier tile
+            # demanded it.
             first = {line: c for c, line in reversed(issued)}
             for t in range(2, tiles):
+                previous = {s: (addr, length) for s, addr, length in streams(requests[t - 1])}
+                before = {s: addr for s, addr, _ in streams(requests[t - 2])}
                 for s, addr, length in streams(requests[t]):
-                    if s != Stream.SCALE:
-                        for line in range(addr // LINE, (addr + length - 1) // LINE + 1):
-                            assert first.get(line, math.inf) < demanded[line] or demanded[line] < cycles[t] + 1, \
-                                f"{label}: tile {t} line {line:#x} not prefetched"
+                    if s == Stream.SCALE:
+                        continue
+                    prev_addr, prev_len = previous[s]
+                    reach = (prev_addr + degree * (prev_addr - before[s]) + prev_len - 1) // LINE
+                    for line in range(addr // LINE, min(reach, (addr + length - 1) // LINE) + 1):
+                        assert first.get(line, math.inf) < demanded[line] or demanded[line] < cycles[t] + 1, \
+                            f"{label}: tile {t} line {line:#x} not prefetched"
 
 
 def test_wasted_prefetch_bytes_are_the_distinct_lines_outside_the_image(rng):
