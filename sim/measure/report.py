@@ -1,5 +1,6 @@
 """Tables and the Markdown report of a measurement campaign (``deca run``, ``deca sweep``): the
-measured numbers beside the analytic model, the paper's Table 4 and the two invocation modes."""
+measured numbers beside the analytic model, the software-only baseline, the paper's Table 4 and the
+two invocation modes."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -9,10 +10,10 @@ from deca.golden.summary import format_table
 from deca.sim.bench.system import System
 from deca.sim.model.engines import SOFTWARE_CYCLES_PER_TILE, SoftwareEngine, scheme_class
 from deca.sim.model.kernels import kernel
-from deca.sim.model.roof import predict
 from deca.sim.model.paper import (
     DSE_BEST, DSE_BEST_OVER_UNDER, DSE_OVER, DSE_OVER_OVER_BEST_MAX, DSE_UNDER, TABLE4_DECA, TEPL_SPEEDUP_5PCT,
 )
+from deca.sim.model.roof import predict
 
 from .plots import plot_bord_measured, plot_bpv, plot_cycles_grid, plot_modes, plot_utilization
 from .point import platform_of
