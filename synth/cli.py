@@ -10,11 +10,11 @@ from pathlib import Path
 from deca.args import number_list
 from deca.errors import UsageError
 from deca.golden import SCHEMES
-from deca.hw.params import W_CHOICES, check_params
+from deca.hw.params import check_params
 from deca.sim.bench.cores import MODES
 from deca.sim.measure.point import parse_workload
 from deca.sim.model import paper
-from deca.sim.model.cli import L_GRID
+from deca.sim.measure.cli import SWEEP_L, SWEEP_W
 from deca.toolchain import ToolError
 
 from .activity import Workload
@@ -34,9 +34,9 @@ def add_synth_parser(sub):
     s = sub.add_parser("synth", help="area, timing and power per block (ASAP7 standard cells and SRAM macros, or "
                                      "generic gates), optional ECP5 place and route, W x L sweep")
     s.add_argument("--W", type=number_list(int), help=f"elements per vOp (default {paper.DSE_BEST[0]}; "
-                                                      f"with --sweep {','.join(map(str, W_CHOICES))})")
+                                                      f"with --sweep {','.join(map(str, SWEEP_W))})")
     s.add_argument("--L", type=number_list(int), help=f"big LUTs (default {paper.DSE_BEST[1]}; with --sweep "
-                                                      f"{','.join(map(str, L_GRID))}, L > W skipped)")
+                                                      f"{','.join(map(str, SWEEP_L))}, L > W skipped: the 14 designs deca sweep measures)")
     s.add_argument("--design", metavar="NAME", help="the complete PE (default 'pe') or one of its blocks alone "
                                                     "(deca.hw.units; an unknown name lists them)")
     s.add_argument("--sweep", action="store_true", help="synthesize every (W, L) and write CSV, JSON and plots")
@@ -108,7 +108,7 @@ def _grid(Ws, Ls):
 def _sweep(args, design, cache, tech, activity):
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    points = _grid(args.W or W_CHOICES, args.L or L_GRID)
+    points = _grid(args.W or SWEEP_W, args.L or SWEEP_L)
     print(f"synthesizing {len(points)} {design} designs, {args.jobs} at a time"
           + (", with FPGA place and route" if args.fpga else ""))
     results, failed = [], []

@@ -351,3 +351,12 @@ def test_fpga_place_and_route(tmp_path):
     assert f.available["luts"] == 83640  # the LFE5U-85F's 84k LUT4s
     assert f.dsp > 0  # the scaler's BF16 multipliers
     assert f.device == fpga.FPGA_DEVICE
+
+
+def test_the_default_sweep_is_the_fourteen_designs_deca_sweep_measures(capsys):
+    from deca.sim.measure.cli import SWEEP_L, SWEEP_W
+    from deca.synth.cli import _grid
+
+    grid = _grid(SWEEP_W, SWEEP_L)
+    assert grid == [(W, L) for W in (8, 16, 32, 64) for L in (4, 8, 16, 32, 64) if L <= W] and len(grid) == 14
+    assert "skipping W=8, L=16" in capsys.readouterr().out
