@@ -100,18 +100,14 @@ def _campaign(args, tiles, replace, **extra):
     return Campaign(args.out, settings, replace=replace)
 
 
-def _baseline(args):
-    """The software engine measured by ``deca baseline`` that the reports compare with, or None."""
+def _finish(campaign, points, args, title, explanations=()):
     from deca.sim.model.measured import chosen_engine
 
-    return chosen_engine(args.baseline)
-
-
-def _finish(campaign, points, args, title, explanations=()):
     from .campaign import stderr_log, write_tables
     from .report import print_summary, write_report
 
-    measured = _baseline(args)  # a bad file fails before the runs
+    # The software engine the reports compare with; a bad file fails before the runs.
+    measured = chosen_engine(args.baseline)
     try:
         records = campaign.run(points, args.sim, args.jobs, log=stderr_log, engine=args.engine)
     except KeyboardInterrupt:
