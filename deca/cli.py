@@ -188,12 +188,14 @@ def build_parser():
     g.add_argument("--design", default="pe", metavar="NAME",
                    help="the complete PE (default) or one of its blocks alone, as built inside it (deca.hw.units; "
                         "an unknown name lists them)")
-    g.add_argument("--tags", type=int, default=32, help="PE: tag-table entries per loader (default 32)")
-    g.add_argument("--sqq-bytes", type=int, default=2048, help="PE: SQQ bytes per loader (default 2048)")
+    g.add_argument("--tags", type=int, default=32, help="PE: tag-table entries per loader, split between its two "
+                   "tiles (default 32)")
+    g.add_argument("--sqq-bytes", type=int, default=2048, help="PE: SQQ bytes per loader, split between its two tiles "
+                   "(default 2048)")
     g.add_argument("--addr-bits", type=int, default=48, help="PE: address bits (default 48)")
     g.add_argument("--id-bits", type=int, default=8, help="PE: TEPL request id bits (default 8)")
-    g.add_argument("--loaders", type=int, default=2, help="PE: loaders (TEPL ports), each with a TOut buffer: 2 (the "
-                   "paper's, default), 3 or 4")
+    g.add_argument("--loaders", type=int, default=2, help="PE: loaders (TEPL ports), each holding two tiles and with "
+                   "a TOut buffer: 2 (the paper's, default), 3 or 4")
     g.add_argument("-o", "--out", type=Path, default=Path("build"), help="output folder (default build/)")
     g.add_argument("--check", action="store_true",
                    help="also lint with verilator -Wall (documented waivers) and compile with Icarus")

@@ -1,5 +1,7 @@
-"""A loader (paper, sections 5.2 and 6.1, items 1 and 4): one TEPL at a time, from its metadata to
-the streams the shared pipeline consumes.
+"""A tile context of a loader (paper, sections 5.2 and 6.1, items 1 and 4): one TEPL at a time,
+from its metadata to the streams the shared pipeline consumes. The paper's loader is one of these;
+the PE gives each loader ``params.TILES_PER_LOADER`` of them (see ``pe``). Below, "the loader" is
+the context.
 
 On a request the loader checks the metadata against the configuration (``ErrorReason``), then
 requests every 64-byte line of the mask, scale and value streams (in that order: the mask is

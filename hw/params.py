@@ -12,6 +12,10 @@ W_CHOICES = (8, 16, 32, 64)
 #: Loaders of the PE, each with its TOut buffer: the paper's two by default, up to four.
 LOADERS = 2
 LOADER_CHOICES = (2, 3, 4)
+#: Tiles a loader holds at once, each in a context of its own (tag table, queues and window unit
+#: with the loader's ``tags`` and ``sqq_bytes`` split evenly): one drains into the pipeline while the
+#: next one's lines are fetched. The paper's loader holds one.
+TILES_PER_LOADER = 2
 
 #: Values per cycle per big LUT for each code width (paper, section 6.2). A big LUT is four
 #: 64-entry sub-LUTs: Q = 8 needs all four for one 256-entry table, Q = 7 a pair per 128-entry
@@ -44,7 +48,7 @@ def check_loaders(loaders):
     """Raise ParameterError unless ``loaders`` is a loader count the PE can have."""
     if isinstance(loaders, bool) or loaders not in LOADER_CHOICES:
         raise ParameterError(f"loaders must be one of {', '.join(map(str, LOADER_CHOICES))} (TEPL ports, each with a "
-                             f"loader and a TOut buffer), got {loaders!r}")
+                             f"loader of {TILES_PER_LOADER} tiles and a TOut buffer), got {loaders!r}")
 
 
 def dequant_lanes(q, L):

@@ -1,17 +1,21 @@
 """The complete DECA PE (paper, Fig. 7 and 10; sections 5.2, 5.3 and 6.1).
 
-    tepl_req[0] ─► Loader 0 (tags, queues, window) ─┐ vops, values, scales
-         ...                                        ├─► TileMux ─► Pipeline ─► TOut ─► tepl_resp
-    tepl_req[n] ─► Loader n (tags, queues, window) ─┘  (request order)        (records, buffer ring)
-         mem_req / mem_resp ◄──► both loaders          pf_req ◄── Prefetcher
+    tepl_req[0] ─► Loader 0: tile contexts 0a, 0b ─┐ vops, values, scales
+         ...       (tags, queues, window each)     ├─► TileMux ─► Pipeline ─► TOut ─► tepl_resp
+    tepl_req[n] ─► Loader n: tile contexts na, nb ─┘  (request order)        (records, buffer ring)
+         mem_req / mem_resp ◄──► every context        pf_req ◄── Prefetcher
          cfg ◄──► Control (registers, counters)        squash ──► every in-flight TEPL
 
-There are ``loaders`` loaders (2 to 4; the paper's 2 by default) and as many TOut buffers. Every
-accepted request gets one entry in each order FIFO, which the pipeline's three input selectors
-follow, and a record in TOut, whose completions go out in request order. A loader takes its next
-request once its tile has left its queues; a tile takes a TOut buffer when it enters the pipeline,
-and gives it back with its last completion row. A squash resets the loaders' state, the order
-FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entries (stale) until the
+There are ``loaders`` loaders (2 to 4; the paper's 2 by default) and as many TOut buffers. A loader
+holds TILES_PER_LOADER tiles, each in a tile context of its own (a ``Loader`` unit with its share of
+the loader's tag table and SQQ, its mask and scale queues and its window unit): its port's next
+request goes to an idle context, so a tile's lines are fetched while the loader's previous tile
+still drains into the pipeline (the paper's loader holds one tile, from its metadata to its last
+beat). Every accepted request gets one entry in each order FIFO, which the pipeline's three input
+selectors follow, and a record in TOut, whose completions go out in request order. A context takes
+its next request once its tile has left its queues; a tile takes a TOut buffer when it enters the
+pipeline, and gives it back with its last completion row. A squash resets the contexts' state, the
+order FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entries (stale) until the
 aborted lines come back, and the prefetcher and registers are untouched.
 """
 
@@ -20,10 +24,11 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .control import COUNTER_INDEX, Control, RegisterBusSignature
-from .layouts import (MODE_MEMBERS, ScaleFormat, mem_request_layout, mem_response_layout, prefetch_layout,
-                      scale_beat_layout, tepl_request_layout, tepl_response_layout, value_beat_layout, vop_layout)
+from .layouts import (LINE_BYTES, MODE_MEMBERS, ScaleFormat, mem_request_layout, mem_response_layout,
+                      prefetch_layout, scale_beat_layout, tepl_request_layout, tepl_response_layout, value_beat_bits,
+                      value_beat_layout, vop_layout)
 from .loader import Loader, LoaderState, framed
-from .params import LOADERS, ParameterError, check_loaders, check_params
+from .params import LOADERS, TILES_PER_LOADER, ParameterError, check_loaders, check_params
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
@@ -33,10 +38,15 @@ from .tout import TOut
 def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
     check_params(W, L)
     check_loaders(loaders)
-    if not isinstance(tags, int) or tags < 2 or tags > 256 or tags & (tags - 1):
-        raise ParameterError(f"tags must be a power of two in 2..256 (tag-table entries per loader), got {tags!r}")
-    if not isinstance(sqq_bytes, int) or sqq_bytes < 256 or sqq_bytes & (sqq_bytes - 1):
-        raise ParameterError(f"sqq_bytes must be a power of two >= 256, got {sqq_bytes!r}")
+    least_tags = 2 * TILES_PER_LOADER
+    if not isinstance(tags, int) or tags < least_tags or tags > 256 or tags & (tags - 1):
+        raise ParameterError(f"tags must be a power of two in {least_tags}..256 (tag-table entries per loader, "
+                             f"split between its {TILES_PER_LOADER} tiles), got {tags!r}")
+    # Each tile's SQQ holds at least two rows (a row: a line, or a value beat when that is wider).
+    least_sqq = TILES_PER_LOADER * 2 * max(LINE_BYTES, value_beat_bits(W, L) // 8)
+    if not isinstance(sqq_bytes, int) or sqq_bytes < least_sqq or sqq_bytes & (sqq_bytes - 1):
+        raise ParameterError(f"sqq_bytes must be a power of two >= {least_sqq} for W = {W}, L = {L} (SQQ bytes per "
+                             f"loader, split between its {TILES_PER_LOADER} tiles), got {sqq_bytes!r}")
     if not isinstance(addr_bits, int) or not 16 <= addr_bits <= 64:
         raise ParameterError(f"addr_bits must be in 16..64, got {addr_bits!r}")
     if not isinstance(id_bits, int) or not 1 <= id_bits <= 16:
@@ -44,8 +54,9 @@ def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, load
 
 
 def mem_tag_bits(tags, loaders=LOADERS):
-    """Width of a memory tag: the loader's tag-table entry, and above it the loader's number."""
-    return (tags - 1).bit_length() + (loaders - 1).bit_length()
+    """Width of a memory tag: the tile context's tag-table entry, and above it the context's number."""
+    contexts = loaders * TILES_PER_LOADER
+    return (tags // TILES_PER_LOADER - 1).bit_length() + (contexts - 1).bit_length()
 
 
 def pe_signature(*, tags=32, addr_bits=48, id_bits=8, loaders=LOADERS):
@@ -105,9 +116,13 @@ class PE(wiring.Component):
         squash = self.squash
         m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
-        loaders = [Loader(self.W, self.L, tags=self.tags, sqq_bytes=self.sqq_bytes, addr_bits=self.addr_bits,
-                          id_bits=self.id_bits) for _ in range(self.loaders)]
-        pipeline, tout = Pipeline(self.W, self.L), TOut(self.W, self.id_bits, self.loaders)
+        # A Loader unit holds one tile: each loader is TILES_PER_LOADER of them, its tile contexts,
+        # taking the port's requests in turn; below, ``loaders`` lists the contexts.
+        loaders = [Loader(self.W, self.L, tags=self.tags // TILES_PER_LOADER,
+                          sqq_bytes=self.sqq_bytes // TILES_PER_LOADER, addr_bits=self.addr_bits,
+                          id_bits=self.id_bits) for _ in range(self.loaders * TILES_PER_LOADER)]
+        pipeline = Pipeline(self.W, self.L)
+        tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.loaders)
         m.submodules.pipeline = ResetInserter(squash)(pipeline)
         m.submodules.tout = ResetInserter(squash)(tout)
         wiring.connect(m, regs.cfg, pipeline.cfg)
@@ -116,8 +131,8 @@ class PE(wiring.Component):
             m.d.comb += [getattr(loader.mode, name).eq(getattr(regs.cfg, name)) for name in MODE_MEMBERS]
 
         def order_fifo(name):
-            # One entry per busy loader at most: a loader is idle once its last beats left the selectors.
-            q = fifo.SyncFIFO(width=(self.loaders - 1).bit_length(), depth=self.loaders)
+            # One entry per busy context at most: a context is idle once its last beats left the selectors.
+            q = fifo.SyncFIFO(width=(len(loaders) - 1).bit_length(), depth=len(loaders))
             m.submodules[name] = ResetInserter(squash)(q)
             return q
 
@@ -130,17 +145,27 @@ class PE(wiring.Component):
         return m
 
     def _requests(self, m, loaders, orders, regs, tout):
-        """Each port feeds its loader while TOut has a record free; the lowest port wins when several
-        are taken in one cycle. Every accepted request enters the order FIFOs (the scale one only when
-        scaling) and TOut's records; a loader's failure marks the record of its request."""
+        """Each port feeds the first idle context of its loader while TOut has a record free; the
+        lowest port wins when several are taken in one cycle. Every accepted request enters the order
+        FIFOs (the scale one only when scaling) and TOut's records; a context's failure marks the
+        record of its request."""
         idle_and_asked = []
-        for i, loader in enumerate(loaders):
-            wiring.connect(m, wiring.flipped(self.tepl_req[i]), loader.req)
-            m.d.comb += [loader.squash.eq(self.squash), loader.grant.eq(tout.room & ~Cat(idle_and_asked).any())]
-            idle_and_asked.append(self.tepl_req[i].valid & (loader.state == LoaderState.IDLE))
+        for p, port in enumerate(self.tepl_req):
+            contexts = loaders[p * TILES_PER_LOADER:(p + 1) * TILES_PER_LOADER]
+            taken_before = Cat(idle_and_asked).any()
+            for c, loader in enumerate(contexts):
+                m.d.comb += [
+                    loader.req.valid.eq(port.valid),
+                    loader.req.payload.eq(port.payload),
+                    loader.squash.eq(self.squash),
+                    loader.grant.eq(tout.room & ~taken_before
+                                    & ~Cat(ld.state == LoaderState.IDLE for ld in contexts[:c]).any()),
+                ]
+            m.d.comb += port.ready.eq(Cat(ld.req.ready for ld in contexts).any())
+            idle_and_asked.append(port.valid & Cat(ld.state == LoaderState.IDLE for ld in contexts).any())
         accepted = Cat(ld.req.valid & ld.req.ready for ld in loaders)
-        which = Signal(range(self.loaders))
-        for i in range(self.loaders):
+        which = Signal(range(len(loaders)))
+        for i in range(len(loaders)):
             with m.If(accepted[i]):
                 m.d.comb += which.eq(i)
         scaling = regs.cfg.scale_format != ScaleFormat.NONE
@@ -154,10 +179,10 @@ class PE(wiring.Component):
                 m.d.sync += slot.eq(tout.slot)
             m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.fail_reason),
                          tout.fails[i].slot.eq(Mux(accepted[i], tout.slot, slot))]
-        m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, self.loaders)
+        m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
         m.d.comb += [
             prefetcher.observe.eq(accepted.any()),
-            prefetcher.request.eq(Array(port.payload for port in self.tepl_req)[which]),
+            prefetcher.request.eq(Array(ld.req.payload for ld in loaders)[which]),
             prefetcher.degree.eq(regs.degree),
         ]
         wiring.connect(m, prefetcher.pf, wiring.flipped(self.pf_req))
@@ -169,7 +194,7 @@ class PE(wiring.Component):
         for name, layout, order in (("vops", vop_layout(W), orders["vop"]),
                                     ("values", value_beat_layout(W, L), orders["value"]),
                                     ("scales", scale_beat_layout(), orders["scale"])):
-            m.submodules[f"{name}_mux"] = mux = TileMux(layout, self.loaders)
+            m.submodules[f"{name}_mux"] = mux = TileMux(layout, len(loaders))
             wiring.connect(m, order.r_stream, mux.order)
             for i, loader in enumerate(loaders):
                 wiring.connect(m, getattr(loader, name), mux.ins[i])
@@ -197,10 +222,10 @@ class PE(wiring.Component):
         ]
 
     def _memory(self, m, loaders, value_order):
-        """Line reads: the loader of the oldest request whose values are still to flow first, then
-        the next ones in port order (wrapping around); the tag's top bits name the loader, whose
+        """Line reads: the context of the oldest request whose values are still to flow first, then
+        the next ones in order (wrapping around); the tag's top bits name the context, whose
         responses they route back."""
-        n = self.loaders
+        n = len(loaders)
         first = Signal(range(n))
         m.d.comb += first.eq(Mux(value_order.r_rdy, value_order.r_data, 0))
         pick = Signal(range(n))
@@ -219,7 +244,7 @@ class PE(wiring.Component):
             self.mem_req.payload.tag.eq(Cat(chosen.payload.tag, pick)),
         ]
         tag = self.mem_resp.payload.tag
-        index_bits = (self.tags - 1).bit_length()
+        index_bits = (self.tags // TILES_PER_LOADER - 1).bit_length()
         for i, loader in enumerate(loaders):
             m.d.comb += [
                 loader.line_req.ready.eq(self.mem_req.ready & ~self.squash & (pick == i)),
@@ -245,7 +270,9 @@ class PE(wiring.Component):
         }
         m.d.comb += [regs.events[COUNTER_INDEX[name]].eq(event) for name, event in events.items()]
         m.d.comb += [
-            regs.status.eq(Cat(tout.busy, [ld.state != LoaderState.IDLE for ld in loaders])),
+            regs.status.eq(Cat(tout.busy, [Cat(ld.state != LoaderState.IDLE
+                                               for ld in loaders[p * TILES_PER_LOADER:(p + 1) * TILES_PER_LOADER]).any()
+                                           for p in range(self.loaders)])),
             regs.error.en.eq(done & failed),
             regs.error.reason.eq(tout.head.reason),
             regs.error.id.eq(tout.head.id),

@@ -12,7 +12,7 @@ from .expander import Expander
 from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
 from .loader import Loader
 from .lut_array import LUTArray
-from .params import LOADERS
+from .params import LOADERS, TILES_PER_LOADER
 from .pe import PE, check_pe_params
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
@@ -32,7 +32,12 @@ class Unit:
 def _sqq(W, L, sqq_bytes, **_):
     beat_bytes = value_beat_bits(W, L) // 8
     row_bytes = max(LINE_BYTES, beat_bytes)
-    return LineQueue(sqq_bytes // row_bytes, row_bytes, beat_bytes)
+    return LineQueue(sqq_bytes // TILES_PER_LOADER // row_bytes, row_bytes, beat_bytes)
+
+
+def _context(W, L, tags, sqq_bytes, addr_bits, id_bits, **_):
+    return Loader(W, L, tags=tags // TILES_PER_LOADER, sqq_bytes=sqq_bytes // TILES_PER_LOADER,
+                  addr_bits=addr_bits, id_bits=id_bits)
 
 
 UNITS = {
@@ -42,14 +47,14 @@ UNITS = {
                      lambda W, L, **_: Datapath(W, L)),
     "pipeline": Unit("dequantization, expansion and scaling, shared by the loaders",
                      lambda W, L, **_: Pipeline(W, L)),
-    "loader": Unit("one loader: request checks, tag table, queues, window unit",
-                   lambda W, L, loaders, **p: Loader(W, L, **p)),
-    "sqq": Unit("the SQQ: a LineQueue of the value stream",
+    "loader": Unit("one tile context of a loader: request checks, tag table, queues, window unit",
+                   _context),
+    "sqq": Unit("a tile context's SQQ: a LineQueue of the value stream",
                 _sqq),
     "mask_queue": Unit("the bitmask queue: a one-row LineQueue",
                        lambda W, L, **_: LineQueue(1, LINE_BYTES, MASK_BYTES)),
-    "tag_table": Unit("a loader's tag table",
-                      lambda W, L, tags, **_: TagTable(tags)),
+    "tag_table": Unit("a tile context's tag table",
+                      lambda W, L, tags, **_: TagTable(tags // TILES_PER_LOADER)),
     "prefetcher": Unit("the stream prefetcher",
                        lambda W, L, addr_bits, id_bits, loaders, **_: Prefetcher(addr_bits, id_bits, loaders)),
     "window_unit": Unit("popcount and prefix sums",

@@ -103,7 +103,10 @@ def test_pe_regression(procedure, W, L, params, seed):
 
 @pytest.mark.parametrize("params,message", [
     ({"tags": 24}, "tags must be a power of two"),
+    ({"tags": 2}, "tags must be a power of two in 4..256 .*split between its 2 tiles"),
     ({"sqq_bytes": 100}, "sqq_bytes must be a power of two"),
+    # Two rows of 128-byte value beats for each of a loader's two tiles.
+    ({"W": 64, "L": 64, "sqq_bytes": 256}, "sqq_bytes must be a power of two >= 512 for W = 64, L = 64"),
     ({"addr_bits": 80}, "addr_bits must be in 16..64"),
     ({"id_bits": 0}, "id_bits must be in 1..16"),
     ({"W": 24}, "W must be one of"),
