@@ -24,14 +24,13 @@ SWEEP_W, SWEEP_L = (8, 16, 32, 64), (4, 8, 16, 32, 64)
 SWEEP_SCHEMES, SWEEP_DENSITIES = ("bf8", "mxfp4", "bf16"), (1.0, 0.5, 0.2, 0.05)
 #: Why the measured utilizations can differ from the paper's Table 4 (see the README).
 TABLE4_NOTE = (
-    "Where the measured utilizations are more than 10 points from the paper's: at low density a tile "
-    "needs few vOps, and the PE's loaders bound the rate. A loader keeps its TEPL from acceptance until "
-    "its tile has left its queues (TOut streams the completion rows on its own): L2 hits for the tile's "
-    "mask and values, the value-length check and the 16 vOps, about 48 cycles, so two loaders deliver a "
-    "tile every ~24 cycles however little there is to decompress (see starve/tile); --loaders 3 or 4 "
-    "lift this, and then a prefetch degree of 5 tiles no longer covers the memory latency. The paper's "
-    "simulated DECA reaches 20 cycles per tile at 5% density with two loaders; its loaders must overlap "
-    "more of this (the paper does not give the memory latencies or the loader timing of its simulator).")
+    "Where the measured utilizations differ from the paper's: at low density a tile needs few vOps and "
+    "90 bytes, and the loaders bound the rate. Each loader holds two tiles (its tile contexts), so the "
+    "next tile's mask and values come from L2 while the previous one is in the pipeline; a context keeps "
+    "its TEPL until its tile has left its queues (about 48 cycles at 5% density), and TOut streams the "
+    "completion rows on its own. With --loaders 3 or 4 a prefetch degree of 5 tiles no longer covers "
+    "the memory latency (--prefetch-degree). The paper's DECA utilization evidently counts more than "
+    "the dequantization stage's cycles, which is ours: (vOps + bubbles) / cycles.")
 
 
 def _range(text):
