@@ -174,17 +174,14 @@ def test_deca_sweep_skips_invalid_designs_resumes_and_refuses_other_settings(tmp
 
 
 @pytest.mark.slow
-def test_more_loaders_lift_the_loader_bound_at_low_density(tmp_path, capsys, seed):
-    """At 5% density two loaders bound W = 32, L = 8 (each holds its TEPL ~48 cycles, from acceptance
-    until its tile has left its queues); a third one delivers tiles faster, every tile still checked
-    bit for bit."""
-    cycles = {}
-    for loaders in (2, 3):
-        out = tmp_path / f"ld{loaders}"
-        code, _ = run_cli(capsys, "--loaders", str(loaders), "--tiles", "64", "--modes", "tepl", "--out", str(out),
-                          "--seed", str(seed))
-        assert code == 0
-        rows = {r["workload"]: r for r in read_csv(out / "results.csv")}
-        assert {int(r["loaders"]) for r in rows.values()} == {loaders}
-        cycles[loaders] = float(rows["bf8@0.05"]["cycles_per_tile"])
-    assert cycles[3] < 0.95 * cycles[2], cycles
+def test_two_tile_loaders_reach_the_papers_rate_at_low_density(tmp_path, capsys, seed):
+    """At 5% density a tile needs 16 vOps and 90 bytes: with one tile per loader two loaders gave a
+    tile every ~24 cycles (each holds its TEPL ~48 cycles). Holding two tiles each, they reach the
+    paper's simulator, 20 cycles per tile (issue 16), above the TMUL bound of 16, every tile still
+    checked bit for bit."""
+    out = tmp_path / "run"
+    code, _ = run_cli(capsys, "--modes", "tepl", "--out", str(out), "--seed", str(seed))
+    assert code == 0
+    row = {r["workload"]: r for r in read_csv(out / "results.csv")}["bf8@0.05"]
+    assert int(row["loaders"]) == 2 and int(row["tiles"]) == 256
+    assert 16 <= float(row["cycles_per_tile"]) <= 20, row["cycles_per_tile"]
