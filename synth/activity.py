@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from deca.hw.params import LOADERS
+
 from .netlist import find
 
 #: The design's clock in the trace (cocotb drives the PE's ``clk``).
@@ -208,7 +210,7 @@ class Workload:
         return f"{self.name}-{self.mode}-{self.tiles}t-s{self.seed}"
 
 
-def workload_toggles(verilog, top, W, L, workload, cache_dir):
+def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS):
     """The toggles of the PE of the Verilog file ``verilog`` running ``workload`` on Verilator:
     cached in ``cache_dir`` by the Verilog and the workload (the counts, not the VCD, which can be
     gigabytes and is deleted once counted)."""
@@ -220,7 +222,7 @@ def workload_toggles(verilog, top, W, L, workload, cache_dir):
     from deca.sim.measure.trace import record_trace
 
     vcd, record = record_trace(verilog, top, W, L, workload.name, workload.mode, workload.tiles, workload.seed,
-                               cache_dir / "records")
+                               cache_dir / "records", loaders)
     toggles = count_toggles(vcd)
     toggles.source = f"Verilator, {top}"
     toggles.workload = (f"{workload.name} {workload.mode}, {workload.tiles} tiles, seed {workload.seed}: "

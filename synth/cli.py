@@ -1,4 +1,4 @@
-"""``deca synth``: synthesize one design or sweep W x L to standard cells (area, timing, power) or generic
+"""``deca synth``: synthesize one design or sweep W x L x loaders to standard cells (area, timing, power) or generic
 gates (transistors, depth), optionally ECP5, with throughput per area."""
 
 import multiprocessing
@@ -10,7 +10,7 @@ from pathlib import Path
 from deca.args import number_list
 from deca.errors import UsageError
 from deca.golden import SCHEMES
-from deca.hw.params import check_params
+from deca.hw.params import LOADER_CHOICES, LOADERS, check_loaders, check_params
 from deca.sim.bench.cores import MODES
 from deca.sim.measure.point import parse_workload
 from deca.sim.model import paper
@@ -37,9 +37,12 @@ def add_synth_parser(sub):
                                                       f"with --sweep {','.join(map(str, SWEEP_W))})")
     s.add_argument("--L", type=number_list(int), help=f"big LUTs (default {paper.DSE_BEST[1]}; with --sweep "
                                                       f"{','.join(map(str, SWEEP_L))}, L > W skipped: the 14 designs deca sweep measures)")
+    s.add_argument("--loaders", type=number_list(int), help=f"loaders of the PE, {LOADER_CHOICES[0]}.."
+                   f"{LOADER_CHOICES[-1]} (default {LOADERS}, the paper's; with --sweep a comma-separated list, "
+                   "one design per count)")
     s.add_argument("--design", metavar="NAME", help="the complete PE (default 'pe') or one of its blocks alone "
                                                     "(deca.hw.units; an unknown name lists them)")
-    s.add_argument("--sweep", action="store_true", help="synthesize every (W, L) and write CSV, JSON and plots")
+    s.add_argument("--sweep", action="store_true", help="synthesize every (W, L, loaders) and write CSV, JSON and plots")
     s.add_argument("--jobs", type=int, default=1, help="designs synthesized in parallel in a sweep (default 1)")
     s.add_argument("--tech", choices=TECHNOLOGIES, default="asap7",
                    help="asap7 (default): the vendored ASAP7 7 nm standard cells with SRAM macros: µm², ps, mW; "
@@ -71,17 +74,17 @@ def add_synth_parser(sub):
                    help=f"Verilog, Yosys scripts and logs (default {DEFAULT_WORK_DIR})")
     s.add_argument("--measured", type=Path, metavar="DIR",
                    help=f"a 'deca sweep' folder: its {MEASURED_FILE} adds the measured throughput of each design "
-                        "(geometric mean over the workloads)")
+                        "(W, L, loaders; geometric mean over the workloads)")
     s.add_argument("--platform", default="spr-hbm",
                    help="platform preset of the Roof-Surface prediction (default spr-hbm)")
     s.add_argument("--n", type=int, default=16, help="batch size N of the prediction (default 16)")
     s.set_defaults(func=cmd_synth)
 
 
-def _point(W, L, design, work_dir, fpga, cache, tech, activity):
+def _point(W, L, loaders, design, work_dir, fpga, cache, tech, activity):
     """One sweep point in a worker process: (result, wall seconds including a cache lookup)."""
     start = time.monotonic()
-    return synthesize(W, L, design, work_dir, fpga, cache, tech, activity), time.monotonic() - start
+    return synthesize(W, L, design, work_dir, fpga, cache, tech, activity, loaders), time.monotonic() - start
 
 
 def _summary(result):
@@ -91,7 +94,16 @@ def _summary(result):
             f"{result.total.power_mw:.1f} mW")
 
 
-def _grid(Ws, Ls):
+def _loader_counts(args):
+    """The loader counts asked for, each once and each one the PE can have."""
+    counts = list(dict.fromkeys(args.loaders or [LOADERS]))
+    for n in counts:
+        check_loaders(n)
+    return counts
+
+
+def _grid(Ws, Ls, loaders=(LOADERS,)):
+    """The designs (W, L, loaders) of the grid; L > W skipped."""
     points = []
     for W in Ws:
         for L in Ls:
@@ -99,34 +111,38 @@ def _grid(Ws, Ls):
                 print(f"skipping W={W}, L={L}: more LUTs than elements per vOp")
                 continue
             check_params(W, L)
-            points.append((W, L))
+            points += [(W, L, n) for n in loaders]
     if not points:
         raise UsageError("no (W, L) with L <= W to synthesize")
     return points
 
 
+def _name(W, L, loaders):
+    return f"W={W} L={L}" + ("" if loaders == LOADERS else f" loaders={loaders}")
+
+
 def _sweep(args, design, cache, tech, activity):
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    points = _grid(args.W or SWEEP_W, args.L or SWEEP_L)
+    points = _grid(args.W or SWEEP_W, args.L or SWEEP_L, _loader_counts(args))
     print(f"synthesizing {len(points)} {design} designs, {args.jobs} at a time"
           + (", with FPGA place and route" if args.fpga else ""))
     results, failed = [], []
     # spawn: workers start clean instead of forking a process that may hold threads.
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_point, W, L, design, args.work_dir, args.fpga, cache, tech, activity): (W, L)
-                   for W, L in points}
+        futures = {pool.submit(_point, *point, design, args.work_dir, args.fpga, cache, tech, activity): point
+                   for point in points}
         for future in as_completed(futures):
-            W, L = futures[future]
+            point = futures[future]
             try:
                 result, seconds = future.result()
             except ToolError as e:
-                failed.append((W, L))
-                print(f"  W={W} L={L}: FAILED: {e}")
+                failed.append(point)
+                print(f"  {_name(*point)}: FAILED: {e}")
                 continue
             results.append(result)
-            print(f"  W={W} L={L}: {_summary(result)} ({seconds:.0f} s)")
-    results.sort(key=lambda r: (r.W, r.L))
+            print(f"  {_name(*point)}: {_summary(result)} ({seconds:.0f} s)")
+    results.sort(key=lambda r: (r.W, r.L, r.loaders))
     return results, failed
 
 
@@ -170,11 +186,11 @@ def cmd_synth(args):
     tech = technology(args.tech, args.liberty, args.macro_min_bits)
     activity = _activity(args)
     if not args.sweep:
-        Ws, Ls = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]]
-        if len(Ws) != 1 or len(Ls) != 1:
-            raise UsageError("give one --W and one --L, or --sweep for several")
+        Ws, Ls, loaders = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]], _loader_counts(args)
+        if len(Ws) != 1 or len(Ls) != 1 or len(loaders) != 1:
+            raise UsageError("give one --W, one --L and one --loaders, or --sweep for several")
         check_params(Ws[0], Ls[0])
-        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech, activity)
+        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech, activity, loaders[0])
         print(format_result(result))
         if result.tech != "generic":
             print(f"wrote {_markdown(result, args.out)}")
@@ -197,16 +213,16 @@ def cmd_synth(args):
     written = [write_csv(results, dse, args.out / "synth.csv"), write_json(results, dse, args.out / "synth.json"),
                plot_heatmaps(results, args.out / "area_depth.png"),
                plot_throughput_per_area(dse, args.out / "throughput_per_area.png")]
-    paper_point = next((r for r in results if (r.W, r.L) == PAPER_POINT), None)
+    paper_point = next((r for r in results if (r.W, r.L, r.loaders) == (*PAPER_POINT, LOADERS)), None)
     if paper_point:
         print("\n" + format_result(paper_point))
         written.append(plot_breakdown(paper_point, args.out / "breakdown.png"))
         if paper_point.tech != "generic":
             written.append(_markdown(paper_point, args.out))
     else:
-        print(f"no breakdown plot: the paper's split is for W={PAPER_POINT[0]}, L={PAPER_POINT[1]}, not in this sweep")
+        print(f"no breakdown plot: the paper's split is for W={PAPER_POINT[0]}, L={PAPER_POINT[1]} with {LOADERS} "
+              "loaders, not in this sweep")
     print("wrote " + ", ".join(map(str, written)))
     if failed:
-        raise ToolError(f"{len(failed)} designs failed to synthesize: "
-                        + ", ".join(f"W={W} L={L}" for W, L in failed))
+        raise ToolError(f"{len(failed)} designs failed to synthesize: " + ", ".join(_name(*point) for point in failed))
     return 0

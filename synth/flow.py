@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
+from deca.hw.params import LOADERS
 from deca.toolchain import ToolError
 
 from .activity import Workload, count_toggles, workload_toggles
@@ -54,6 +55,7 @@ class SynthResult:
     power: dict | None = None        # frequency, activity source
     macro_model: dict | None = None  # sram.MacroModel as a dict
     macros: list = field(default_factory=list)   # one dict per SRAM macro
+    loaders: int | None = None       # of a generated design (None: a user's Verilog file)
 
     @property
     def area(self):
@@ -179,7 +181,7 @@ def run_asic(work, verilog, top, source):
 
 
 def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, design=None, W=None, L=None,
-                    tech=None, toggles=None):
+                    tech=None, toggles=None, loaders=None):
     """Synthesize module ``top`` of the Verilog file ``path`` to ``tech`` (default ASAP7); results are
     cached in ``cache_dir`` (if given) by the file's SHA-256, the flow, the library and ``toggles``
     (a simulation's ``deca.synth.activity.Toggles``: the power from its activity). Raises ToolError
@@ -212,7 +214,7 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
         else:
             total, per_block, seconds = run_asic(work, local.name, top, path)
         result = SynthResult(top=top, design=design, W=W, L=L, verilog_sha256=sha, total=total, blocks=per_block,
-                             seconds=round(seconds, 1), tech=tech.name, **extra)
+                             seconds=round(seconds, 1), tech=tech.name, loaders=loaders, **extra)
         _store(cached, result)
     if fpga and result.fpga is None:
         result.fpga = run_fpga(work, local.name, top, path)
@@ -220,25 +222,28 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
     return result
 
 
-def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, tech=None, activity=None):
-    """Generate the Verilog of ``design`` (default: ``DEFAULT_DESIGN``) for (W, L) into
-    ``work_dir/<top>/`` and synthesize it. ``activity``: power from a simulation's switching
-    activity, a ``deca.synth.activity.Workload`` run on the PE or a VCD file's path."""
+def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, tech=None, activity=None,
+               loaders=LOADERS):
+    """Generate the Verilog of ``design`` (default: ``DEFAULT_DESIGN``) for (W, L) and ``loaders``
+    loaders into ``work_dir/<top>/`` and synthesize it (the top module's name, and so the cache
+    file's, carries a loader count other than the paper's). ``activity``: power from a simulation's
+    switching activity, a ``deca.synth.activity.Workload`` run on the PE or a VCD file's path."""
     from deca.hw.generate import generate, top_name
-    from deca.hw.params import check_params
+    from deca.hw.params import check_loaders, check_params
 
     check_params(W, L)
+    check_loaders(loaders)
     tech = tech or technology()
     if tech.cells:
         load_library(tech)  # a bad library is refused before the Verilog is generated
     design = design or DEFAULT_DESIGN
-    top = top_name(design, W, L)
+    top = top_name(design, W, L, loaders)
     work = Path(work_dir) / top
     if isinstance(activity, Workload) and design != "pe":
         raise ValueError(f"a workload runs on the whole PE, not on --design {design} (give its trace with --vcd)")
     toggles = count_toggles(activity) if activity is not None and not isinstance(activity, Workload) else None
-    path = generate(W, L, work, design=design)
+    path = generate(W, L, work, design=design, loaders=loaders)
     if isinstance(activity, Workload):
-        toggles = workload_toggles(path, top, W, L, activity, Path(work_dir) / "activity")
+        toggles = workload_toggles(path, top, W, L, activity, Path(work_dir) / "activity", loaders)
     return synthesize_file(path, top, work, fpga=fpga, cache_dir=cache_dir, design=design, W=W, L=L, tech=tech,
-                           toggles=toggles)
+                           toggles=toggles, loaders=loaders)

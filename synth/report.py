@@ -10,6 +10,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
 from deca.golden.summary import format_table
+from deca.hw.params import LOADERS
 
 from .blocks import (BLOCK_NAMES, PAPER_AREA_MM2, PAPER_GHZ, PAPER_PES, PAPER_POINT, PAPER_POWER_SPLIT,
                      PAPER_POWER_W, PAPER_SPLIT, paper_group)
@@ -64,11 +65,18 @@ def _split_text(shares):
     return " / ".join(f"{group} {share:.0%}" for group, share in shares.items())
 
 
+def _where(result):
+    """What was synthesized: the design and its parameters, or a user's file."""
+    if result.W is None:
+        return "from file"
+    return f"{result.design}, W={result.W}, L={result.L}, {result.loaders} loaders"
+
+
 def format_result(result):
     """The console report of one design: per-block table, the paper's split, the FPGA estimate."""
     if result.tech != "generic":
         return format_cells(result)
-    where = f"{result.design}, W={result.W}, L={result.L}" if result.W is not None else "from file"
+    where = _where(result)
     whole = result.total.transistors
     rows = [_block_row(name, result.blocks[name], whole) for name in BLOCK_NAMES if name in result.blocks]
     rows.append(_block_row("whole design", result.total, whole))
@@ -131,7 +139,7 @@ def _step(s):
 def cells_lines(result):
     """The standard-cell report as lines of text: blocks, paper comparisons, path, power, macros."""
     t, total, model = result.timing, result.total, result.macro_model
-    where = f"{result.design}, W={result.W}, L={result.L}" if result.W is not None else "from file"
+    where = _where(result)
     pe_mm2 = total.area * PAPER_PES / 1e6
     path, n = t["path"], len(t["path"])
     shown = path if n <= 2 * PATH_ENDS else path[:PATH_ENDS] + [None] + path[-PATH_ENDS:]
@@ -242,7 +250,7 @@ def _opt(fmt):
 
 
 SWEEP_COLUMNS = {
-    "W": ("W", "{}"), "L": ("L", "{}"),
+    "W": ("W", "{}"), "L": ("L", "{}"), "loaders": ("loaders", "{}"),
     "area_um2": ("area µm²", _opt("{:,.0f}")), "critical_ps": ("crit. path ps", _opt("{:.0f}")),
     "fmax_ghz": ("fmax GHz", _opt("{:.2f}")), "power_mw": ("power mW", _opt("{:.1f}")),
     "macros": ("macros", _opt("{}")),
@@ -255,18 +263,19 @@ SWEEP_COLUMNS = {
 }
 
 
-def _design(wl):
-    return f"{{W={wl[0]}, L={wl[1]}}}"
+def _design(design):
+    W, L, loaders = design
+    return f"{{W={W}, L={L}, {loaders} loaders}}"
 
 
 def sweep_rows(results, dse=None):
     """One flat dict per design: the CSV row and the console table row."""
-    by_design = {(r["W"], r["L"]): r for r in dse.rows()} if dse else {}
+    by_design = {(r["W"], r["L"], r["loaders"]): r for r in dse.rows()} if dse else {}
     rows = []
     for r in results:
-        d = by_design.get((r.W, r.L), {})
+        d = by_design.get((r.W, r.L, r.loaders), {})
         cells = r.tech != "generic"
-        row = {"W": r.W, "L": r.L, "design": r.design, "top": r.top, "tech": r.tech,
+        row = {"W": r.W, "L": r.L, "loaders": r.loaders, "design": r.design, "top": r.top, "tech": r.tech,
                "area_um2": r.total.area, "critical_ps": r.timing["critical_ps"] if cells else None,
                "fmax_ghz": r.timing["fmax_ghz"] if cells else None, "power_mw": r.total.power_mw,
                "leakage_mw": r.total.leakage_mw, "macros": r.total.macros if cells else None,
@@ -298,9 +307,9 @@ def format_sweep(results, dse=None):
         lines += ["", f"Roof-Surface on {dse.platform}, N = {dse.n}, geomean over the paper's Table 2 kernels; "
                       f"cost = synthesized area ({dse.unit})",
                   "Roof-Surface's choice (fewest LUTs, then smallest W, no kernel VEC-bound): "
-                  + (_design((dse.chosen.W, dse.chosen.L)) if dse.chosen
+                  + (_design(dse.chosen.design) if dse.chosen
                      else "none: every design leaves a kernel VEC-bound"),
-                  f"highest predicted throughput per area: {_design((dse.best.W, dse.best.L))} "
+                  f"highest predicted throughput per area: {_design(dse.best.design)} "
                   f"({dse.best.geomean_flops / 1e12:.2f} TFLOPS, {cost})"]
         if dse.best_measured:
             lines.append(f"highest measured throughput per area: {_design(dse.best_measured)}")
@@ -321,8 +330,8 @@ def write_json(results, dse, path):
     doc = {"flow": FLOW_NOTE if results[0].tech == "generic" else CELLS_NOTE, "results": [r.to_dict() for r in results]}
     if dse:
         doc["dse"] = {"platform": dse.platform, "n": dse.n, "rows": dse.rows(),
-                      "roof_surface_choice": [dse.chosen.W, dse.chosen.L] if dse.chosen else None,
-                      "best_throughput_per_area": [dse.best.W, dse.best.L],
+                      "roof_surface_choice": list(dse.chosen.design) if dse.chosen else None,
+                      "best_throughput_per_area": list(dse.best.design),
                       "best_measured_throughput_per_area": dse.best_measured}
     path.write_text(json.dumps(doc, indent=1))
     return path
@@ -356,24 +365,27 @@ def _heatmap(fig, ax, results, value, title, fmt, norm=None):
 
 
 def plot_heatmaps(results, path):
-    """Area and logic depth (generic) or area, fmax and power (standard cells) over W x L (empty
-    cells: not synthesized, e.g. L > W)."""
+    """Area and logic depth (generic) or area, fmax and power (standard cells) over W x L, one row
+    per loader count (empty cells: not synthesized, e.g. L > W)."""
     cells = results[0].tech != "generic"
-    fig = Figure(figsize=(16 if cells else 11, 4.5), layout="constrained")
-    axes = fig.subplots(1, 3 if cells else 2)
+    counts = sorted({r.loaders for r in results})
+    fig = Figure(figsize=(16 if cells else 11, 4.5 * len(counts)), layout="constrained")
     area = [r.area for r in results]
     norm = LogNorm(min(area), max(area)) if min(area) < max(area) else None
-    if cells:
-        _heatmap(fig, axes[0], results, lambda r: r.area, "area (µm²)", lambda v: f"{v / 1e3:.0f}k", norm)
-        _heatmap(fig, axes[1], results, lambda r: r.timing["fmax_ghz"], "fmax (GHz)", lambda v: f"{v:.2f}")
-        _heatmap(fig, axes[2], results, lambda r: r.total.power_mw, f"power at {results[0].power['frequency_ghz']} "
-                 "GHz (mW)", lambda v: f"{v:.0f}")
-        fig.suptitle(f"{results[0].design}: {results[0].tech} standard cells and SRAM macros")
-    else:
-        _heatmap(fig, axes[0], results, lambda r: r.total.transistors, "estimated transistors",
-                 lambda v: f"{v / 1e6:.2f}M", norm)
-        _heatmap(fig, axes[1], results, lambda r: r.total.depth, "logic depth (gates)", lambda v: f"{v:.0f}")
-        fig.suptitle(f"{results[0].design}: Yosys generic CMOS synthesis")
+    for axes, loaders in zip(fig.subplots(len(counts), 3 if cells else 2, squeeze=False), counts):
+        these = [r for r in results if r.loaders == loaders]
+        of = "" if counts == [LOADERS] else f", {loaders} loaders"
+        if cells:
+            _heatmap(fig, axes[0], these, lambda r: r.area, f"area (µm²){of}", lambda v: f"{v / 1e3:.0f}k", norm)
+            _heatmap(fig, axes[1], these, lambda r: r.timing["fmax_ghz"], f"fmax (GHz){of}", lambda v: f"{v:.2f}")
+            _heatmap(fig, axes[2], these, lambda r: r.total.power_mw,
+                     f"power at {results[0].power['frequency_ghz']} GHz (mW){of}", lambda v: f"{v:.0f}")
+        else:
+            _heatmap(fig, axes[0], these, lambda r: r.total.transistors, f"estimated transistors{of}",
+                     lambda v: f"{v / 1e6:.2f}M", norm)
+            _heatmap(fig, axes[1], these, lambda r: r.total.depth, f"logic depth (gates){of}", lambda v: f"{v:.0f}")
+    fig.suptitle(f"{results[0].design}: {results[0].tech} standard cells and SRAM macros" if cells
+                 else f"{results[0].design}: Yosys generic CMOS synthesis")
     fig.savefig(path, dpi=130)
     return path
 
@@ -420,20 +432,25 @@ def plot_throughput_per_area(dse, path):
         ax.plot(*zip(*measured), "D", color="black", label="measured (deca sweep)")
     labels = {}
     if dse.chosen is not None:
-        labels[dse.chosen.W, dse.chosen.L] = "Roof-Surface choice"
-    best = (dse.best.W, dse.best.L)
+        labels[dse.chosen.design] = "Roof-Surface choice"
+    best = dse.best.design
     labels[best] = labels[best] + "\n= best per area" if best in labels else "best per area"
     for i, r in enumerate(rows):
-        if (r["W"], r["L"]) in labels:
+        design = r["W"], r["L"], r["loaders"]
+        if design in labels:
             # The best-per-area label sits higher, so that it clears a neighbouring choice label.
-            rise = 12 if (r["W"], r["L"]) != best or len(labels) == 1 else 26
-            ax.annotate(labels[r["W"], r["L"]], (i, r["tflops_per_area"]), xytext=(0, rise), textcoords="offset points",
+            rise = 12 if design != best or len(labels) == 1 else 26
+            ax.annotate(labels[design], (i, r["tflops_per_area"]), xytext=(0, rise), textcoords="offset points",
                         ha="center", fontsize=8, arrowprops={"arrowstyle": "->"})
     title = f"throughput per area, {dse.platform}, N = {dse.n}"
     if dse.chosen is None:
         title += "\n(Roof-Surface choice: none, every design leaves a kernel VEC-bound)"
-    ax.set_xticks(x, [f"{r['W']}/{r['L']}" for r in rows], rotation=60, fontsize=8)
-    ax.set(xlabel="design W/L", ylabel=f"geomean TFLOPS per {dse.per_area}", title=title)
+    # The loader counts in the labels unless every design has the paper's.
+    loaders_shown = {r["loaders"] for r in rows} != {LOADERS}
+    ax.set_xticks(x, [f"{r['W']}/{r['L']}" + (f"/{r['loaders']}" if loaders_shown else "") for r in rows],
+                  rotation=60, fontsize=8)
+    ax.set(xlabel="design W/L" + ("/loaders" if loaders_shown else ""), ylabel=f"geomean TFLOPS per {dse.per_area}",
+           title=title)
     ax.margins(y=0.2)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)

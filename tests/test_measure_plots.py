@@ -10,12 +10,13 @@ from deca.sim.model.platform import get_platform
 TABLE4 = {1.0: (93, 18, 75), 0.5: (92, 28, 71), 0.2: (91, 53, 63), 0.05: (73, 79, 87)}
 
 
-def rec(W=8, L=4, scheme="bf8", density=1.0, mode="tepl", cycles_per_tile=86.4, bpv=0.5, batch=1):
+def rec(W=8, L=4, scheme="bf8", density=1.0, mode="tepl", cycles_per_tile=86.4, bpv=0.5, batch=1, loaders=2):
     """A record with every COLUMNS key; the numbers are plausible, not consistent."""
     workload = f"{scheme}@{round(density, 2):g}"
     tiles, vops = 16, 40 * 16
     r = dict.fromkeys(COLUMNS, 0) | {
-        "key": f"W{W}L{L}-{workload}-{mode}", "W": W, "L": L, "workload": workload, "scheme": scheme,
+        "key": f"W{W}L{L}ld{loaders}-{workload}-{mode}", "W": W, "L": L, "loaders": loaders, "workload": workload,
+        "scheme": scheme,
         "density": density, "mode": mode, "tiles": tiles, "cycles": cycles_per_tile * tiles,
         "cycles_per_tile": cycles_per_tile, "tflops": 100 / cycles_per_tile, "vops": vops, "bubbles": round(bpv * vops),
         "bpv_measured": bpv * 1.01, "bpv_analytic": bpv, "bytes_per_tile": 512 * density + 64,
@@ -139,3 +140,57 @@ def test_software_rows_against_both_software_engines():
     print_summary([mx, rec(density=0.5)], None, log=lines.append)
     text = "\n".join(lines)
     assert "run 'deca baseline'" in text and all(head in text for head, _ in SOFTWARE_COLUMNS.values())
+
+
+# Designs that differ in their loaders (deca sweep --loaders 2,3,4) -----------------------------------
+
+
+@pytest.fixture
+def loader_records():
+    """W = 32, L = 8 with 2 and 3 loaders: bf8 at two densities in both modes; 3 loaders 20% faster."""
+    out = []
+    for loaders, speed in ((2, 1.0), (3, 1.25)):
+        for d, cycles in ((1.0, 40.0), (0.0501, 30.0)):
+            out += [rec(32, 8, density=d, cycles_per_tile=cycles / speed, loaders=loaders),
+                    rec(32, 8, density=d, mode="store", cycles_per_tile=2 * cycles / speed, loaders=loaders)]
+    return out
+
+
+def test_design_rows_table4_and_modes_keep_loader_counts_apart(loader_records):
+    from deca.sim.measure.records import design_rows
+    from deca.sim.measure.report import modes_rows, table4_rows
+
+    rows = {(r["W"], r["L"], r["loaders"]): r for r in design_rows(loader_records)}
+    assert set(rows) == {(32, 8, 2), (32, 8, 3)}
+    # Geometric means by hand: sqrt(40 * 30) with two loaders, the same over 1.25 with three.
+    assert rows[32, 8, 2]["gmean"] == pytest.approx((40 * 30) ** 0.5)
+    assert rows[32, 8, 3]["gmean"] == pytest.approx((40 * 30) ** 0.5 / 1.25)
+    # The paper's best design is the one with its two loaders.
+    assert rows[32, 8, 2]["vs_best"] == 1 and rows[32, 8, 3]["vs_best"] == pytest.approx(1.25)
+    assert {r["loaders"] for r in table4_rows(loader_records)} == {2}
+    three = [r for r in loader_records if r["loaders"] == 3]
+    assert {(r["loaders"], r["cycles_per_tile"]) for r in table4_rows(three)} == {(3, 32.0), (3, 24.0)}
+    # TEPL against store within one loader count: every ratio is the records' 2x.
+    modes = modes_rows(loader_records)
+    assert sorted(r["loaders"] for r in modes) == [2, 2, 3, 3]
+    assert all(r["ratio"] == pytest.approx(2.0) for r in modes)
+
+
+def test_summary_gets_a_loaders_column_with_several_counts(loader_records):
+    from deca.sim.measure.report import SUMMARY_COLUMNS, print_summary, with_loaders
+
+    assert list(with_loaders(SUMMARY_COLUMNS, loader_records))[:3] == ["W", "L", "loaders"]
+    assert with_loaders(SUMMARY_COLUMNS, [r for r in loader_records if r["loaders"] == 3]) is SUMMARY_COLUMNS
+    for records, has_column in ((loader_records, True), ([r for r in loader_records if r["loaders"] == 2], False)):
+        lines = []
+        print_summary(records, None, log=lines.append)
+        header = lines[0].split()
+        assert ("loaders" in header) == has_column
+        assert ("Designs:" in "\n".join(lines)) == has_column
+
+
+def test_plots_of_several_loader_counts(loader_records, tmp_path):
+    assert mp.design_label((32, 8, 2)) == "W/L 32/8" and mp.design_label((32, 8, 4)) == "W/L 32/8 ld4"
+    check_png(mp.plot_cycles_grid(loader_records, tmp_path / "grid.png"), min_side=100)
+    check_png(mp.plot_modes(loader_records, tmp_path / "modes.png"))
+    check_png(mp.plot_bpv(loader_records, tmp_path / "bpv.png"))

@@ -1,4 +1,4 @@
-"""Measurement campaigns on the RTL: ``deca sweep`` (a W x L x workload grid) and ``deca run``.
+"""Measurement campaigns on the RTL: ``deca sweep`` (a W x L x loaders x workload grid) and ``deca run``.
 
 A campaign lives in one output folder: ``settings.json`` (what every point shares: system, tiles,
 seed, simulator), ``points/<key>.json`` (one record per measured point, written as soon as the
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from deca.errors import UsageError
 from deca.hw.generate import generate_cached, top_name
-from deca.hw.params import ParameterError, check_params
+from deca.hw.params import LOADERS, ParameterError, check_params
 from deca.sim.bench.ports import PePorts
 from deca.sim.bench.runner import BUILD_ROOT, run
 from deca.toolchain import SIMULATORS
@@ -61,14 +61,15 @@ def code_digest():
     return digest.hexdigest()[:16]
 
 
-def designs(Ws, Ls):
-    """(valid [(W, L)], skipped [(W, L, reason)]) of the grid Ws x Ls."""
+def designs(Ws, Ls, loaders=(LOADERS,)):
+    """(valid [(W, L, loaders)], skipped [(W, L, reason)]) of the grid Ws x Ls x loaders (loader
+    counts already checked)."""
     valid, skipped = [], []
     for W in Ws:
         for L in Ls:
             try:
                 check_params(W, L)
-                valid.append((W, L))
+                valid += [(W, L, n) for n in loaders]
             except ParameterError as e:
                 skipped.append((W, L, str(e)))
     return valid, skipped
@@ -91,8 +92,9 @@ def check_engine(engine, sim):
 
 
 def _measure(sim, verilog, W, L, points, params, run_name, engine="python", build_jobs=2):
-    """Worker: run ``points`` of the (W, L) design in one simulator run."""
-    params = {**params, **DESIGN, "W": W, "L": L, "points": [p.as_dict() for p in points]}
+    """Worker: run ``points`` of the (W, L) design in one simulator run; their loader count is the design's."""
+    (loaders,) = {p.loaders for p in points}
+    params = {**params, **DESIGN, "W": W, "L": L, "loaders": loaders, "points": [p.as_dict() for p in points]}
     top = top_name("pe", W, L, params["loaders"])
     if engine == "python":
         run(sim, [verilog], top, "deca.sim.measure.tb", Path(params["out"]), params=params, run_name=run_name,
@@ -164,23 +166,22 @@ class Campaign:
     def _measure(self, todo, sim, jobs, log, engine):
         by_design = defaultdict(list)
         for p in todo:
-            by_design[p.W, p.L].append(p)
+            by_design[p.design].append(p)
         params = {**self.settings, "out": str(self.points_dir.resolve())}
         start, failures = time.monotonic(), []
         with ProcessPoolExecutor(jobs) as pool:
             try:
                 log(f"generating Verilog of {len(by_design)} design{'s' * (len(by_design) > 1)} "
                     f"(cached in {VERILOG_CACHE})")
-                loaders = [params["loaders"]] * len(by_design)
-                verilog = dict(zip(by_design, pool.map(_generate, *zip(*by_design), loaders)))
+                verilog = dict(zip(by_design, pool.map(_generate, *zip(*by_design))))
                 # A design's points in as many runs as it takes to keep every job busy.
                 chunks = max(1, -(-jobs // len(by_design)))
                 tag = f"{zlib.crc32(str(self.out.resolve()).encode()):08x}"
                 futures = {}
-                for (W, L), pts in by_design.items():
+                for (W, L, loaders), pts in by_design.items():
                     for i in range(min(chunks, len(pts))):
                         part = pts[i::chunks]
-                        futures[pool.submit(_measure, sim, verilog[W, L], W, L, part, params,
+                        futures[pool.submit(_measure, sim, verilog[W, L, loaders], W, L, part, params,
                                             f"measure-{tag}-{i}", engine, 2 if len(by_design) == 1 else 1)] = part
                 self._progress(futures, len(todo), start, failures, log)
             except KeyboardInterrupt:

@@ -1,5 +1,5 @@
 """``deca run`` (the main job: one design, the default workloads, both invocation modes) and
-``deca sweep`` (a W x L x workload grid), measured on the RTL with the core and memory models.
+``deca sweep`` (a W x L x loaders x workload grid), measured on the RTL with the core and memory models.
 
 Building the parsers imports no simulator: the commands import the campaign machinery when they run."""
 
@@ -41,7 +41,7 @@ def _range(text):
         raise argparse.ArgumentTypeError(f"a latency looks like 100 or 100-140 (cycles), got {text!r}") from None
 
 
-def _add_system(p, modes):
+def _add_system(p, modes, sweep=False):
     g = p.add_argument_group("system (core and memory around the PE)")
     g.add_argument("--platform", default="spr-hbm", help=f"preset ({', '.join(PRESETS)}) or a name in --platforms; "
                    "each core gets 1/cores of its memory bandwidth")
@@ -62,8 +62,10 @@ def _add_system(p, modes):
     c = p.add_argument_group("campaign")
     c.add_argument("--modes", type=lambda t: t.split(","), default=list(modes), metavar="MODES",
                    help=f"comma-separated invocation modes among {', '.join(MODES)} (default {','.join(modes)})")
-    c.add_argument("--loaders", type=int, default=LOADERS, help=f"loaders of the PE, {LOADER_CHOICES[0]}.."
-                   f"{LOADER_CHOICES[-1]} (default {LOADERS}, the paper's)")
+    many = " (comma-separated: one design per count)" if sweep else ""
+    c.add_argument("--loaders", type=number_list(int) if sweep else int, default=[LOADERS] if sweep else LOADERS,
+                   help=f"loaders of the PE, {LOADER_CHOICES[0]}..{LOADER_CHOICES[-1]}{many} "
+                        f"(default {LOADERS}, the paper's)")
     c.add_argument("--jobs", type=int, default=2, help="simulator runs in parallel (default 2)")
     c.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default verilator)")
     c.add_argument("--engine", metavar="ENGINE", help="fast (the models in C++ around the Verilated PE; the default on "
@@ -74,9 +76,17 @@ def _add_system(p, modes):
                         "(default: out/baseline/platform.json when it exists)")
 
 
-def _loaders(args):
-    """How a design names its loader count when it is not the paper's."""
-    return "" if args.loaders == LOADERS else f" with {args.loaders} loaders"
+def _loader_counts(args):
+    """The loader counts asked for, each once: deca sweep takes a list, deca run one."""
+    return list(dict.fromkeys(args.loaders)) if isinstance(args.loaders, list) else [args.loaders]
+
+
+def _loaders(counts):
+    """How a title names the loader counts when they are not just the paper's."""
+    counts = list(counts)
+    if counts == [LOADERS]:
+        return ""
+    return f" with {counts[0]} loaders" if len(counts) == 1 else f" with {', '.join(map(str, counts))} loaders"
 
 
 def _campaign(args, tiles, replace, **extra):
@@ -93,9 +103,10 @@ def _campaign(args, tiles, replace, **extra):
             raise UsageError(f"unknown invocation mode {mode!r}; choose from {', '.join(MODES)}")
     if isinstance(tiles, bool) or tiles < 1:
         raise UsageError(f"--tiles must be a positive number of tiles, got {tiles}")
-    check_loaders(args.loaders)
+    for n in _loader_counts(args):
+        check_loaders(n)
     settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest(),
-                "loaders": args.loaders, **extra}
+                **extra}
     return Campaign(args.out, settings, replace=replace)
 
 
@@ -138,10 +149,11 @@ def cmd_run(args):
     if skipped:
         raise UsageError(skipped[0][2])
     campaign = _campaign(args, tiles, replace=True, **extra)
-    print(f"deca run: PE W={args.W} L={args.L}{_loaders(args)} on {args.sim}, {len(workloads)} workloads x {len(args.modes)} modes, "
+    loaders = _loaders([args.loaders])
+    print(f"deca run: PE W={args.W} L={args.L}{loaders} on {args.sim}, {len(workloads)} workloads x {len(args.modes)} modes, "
           f"{tiles} tiles each, seed {args.seed} (reproduce with --seed {args.seed})")
-    points = [Point(args.W, args.L, w, m) for w in workloads for m in args.modes]
-    _finish(campaign, points, args, f"DECA PE W={args.W}, L={args.L}{_loaders(args)}: measured on {args.sim}", [TABLE4_NOTE])
+    points = [Point(args.W, args.L, w, m, args.loaders) for w in workloads for m in args.modes]
+    _finish(campaign, points, args, f"DECA PE W={args.W}, L={args.L}{loaders}: measured on {args.sim}", [TABLE4_NOTE])
 
 
 def cmd_run_model(args):
@@ -159,10 +171,11 @@ def cmd_run_model(args):
     samples = layer_samples(args.model, args.layers, args.tiles_per_layer, args.seed, args.out / "samples")
     digest = hashlib.sha256(b"".join(path.read_bytes() for _, path, _ in samples)).hexdigest()[:16]
     campaign = _campaign(args, args.tiles_per_layer, replace=True, model=digest)
-    print(f"deca run: PE W={args.W} L={args.L}{_loaders(args)} on {args.sim}, {len(samples)} layers of {args.model} x "
+    loaders = _loaders([args.loaders])
+    print(f"deca run: PE W={args.W} L={args.L}{loaders} on {args.sim}, {len(samples)} layers of {args.model} x "
           f"{len(args.modes)} modes, up to {args.tiles_per_layer} sampled tiles each, seed {args.seed}")
-    records = _finish(campaign, points(samples, args.W, args.L, args.modes), args,
-                      f"DECA PE W={args.W}, L={args.L}{_loaders(args)}: layers of {args.model} measured on {args.sim}")
+    records = _finish(campaign, points(samples, args.W, args.L, args.modes, args.loaders), args,
+                      f"DECA PE W={args.W}, L={args.L}{loaders}: layers of {args.model} measured on {args.sim}")
     report(samples, records, args.W, args.L, args.out)
 
 
@@ -170,7 +183,8 @@ def cmd_sweep(args):
     from .campaign import designs, stderr_log
     from .point import Point, workload_name
 
-    valid, skipped = designs(args.W, args.L)
+    loaders = _loader_counts(args)
+    valid, skipped = designs(args.W, args.L, loaders)
     for W, L, why in skipped:
         stderr_log(f"skipping W={W} L={L}: {why}")
     if not valid:
@@ -182,11 +196,12 @@ def cmd_sweep(args):
         if not 0 < d <= 1:
             raise UsageError(f"densities must be in (0, 1], got {d}")
     campaign = _campaign(args, args.tiles, replace=False)
-    points = [Point(W, L, workload_name(s, d), m) for W, L in valid for s in args.schemes for d in args.densities
-              for m in args.modes]
-    print(f"deca sweep: {len(valid)} designs{_loaders(args)} x {len(args.schemes) * len(args.densities)} workloads x "
+    points = [Point(W, L, workload_name(s, d), m, n) for W, L, n in valid for s in args.schemes
+              for d in args.densities for m in args.modes]
+    print(f"deca sweep: {len(valid)} designs{_loaders(loaders)} x {len(args.schemes) * len(args.densities)} workloads x "
           f"{len(args.modes)} modes = {len(points)} points, {args.tiles} tiles each, seed {args.seed}")
-    _finish(campaign, points, args, f"DECA PE sweep over W x L{_loaders(args)} on {args.sim}")
+    title = "W x L" + (" x loaders" if len(loaders) > 1 else _loaders(loaders))
+    _finish(campaign, points, args, f"DECA PE sweep over {title} on {args.sim}")
 
 
 def add_measure_parsers(sub):
@@ -213,5 +228,5 @@ def add_measure_parsers(sub):
                    help="comma-separated densities (default 1,0.5,0.2,0.05)")
     s.add_argument("--tiles", type=int, default=128, help="tiles per point (default 128)")
     s.add_argument("--out", type=Path, default=Path("out/sweep"), help="output folder (default out/sweep)")
-    _add_system(s, ["tepl"])
+    _add_system(s, ["tepl"], sweep=True)
     s.set_defaults(func=cmd_sweep)

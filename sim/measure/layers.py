@@ -67,8 +67,8 @@ def layer_samples(model, pattern, tiles_per_layer, seed, folder):
     return samples
 
 
-def points(samples, W, L, modes):
-    return [Point(W, L, str(path.resolve()), mode) for _, path, _ in samples for mode in modes]
+def points(samples, W, L, modes, loaders):
+    return [Point(W, L, str(path.resolve()), mode, loaders) for _, path, _ in samples for mode in modes]
 
 
 LAYER_COLUMNS = {

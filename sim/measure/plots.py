@@ -15,11 +15,12 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter
 
+from deca.hw.params import LOADERS
 from deca.sim.model.plots import axis_limits, bord_axes
 from deca.sim.model.roof import tile_ops_per_weight_tile
 
 from .point import parse_workload
-from .records import bpv_tolerance
+from .records import bpv_tolerance, design_of
 
 MARKERS = "osD^v<>ph*"
 #: Bar colours of the three utilizations (as in the paper's Table 4: memory, matrix engine, DECA).
@@ -35,13 +36,15 @@ def _tepl(records):
     return [r for r in records if r["mode"] == "tepl"] or list(records)
 
 
-def _design(r):
-    return r["W"], r["L"]
+def design_label(design):
+    """W/L 32/8, with the loader count when it is not the paper's: W/L 32/8 ld3."""
+    W, L, loaders = design
+    return f"W/L {W}/{L}" + ("" if loaders == LOADERS else f" ld{loaders}")
 
 
 def _styles(records):
-    """(colour, marker) of each design (W, L) of the records, in design order."""
-    designs = sorted({_design(r) for r in records})
+    """(colour, marker) of each design (W, L, loaders) of the records, in design order."""
+    designs = sorted({design_of(r) for r in records})
     return {d: (colormaps["tab10"](i % 10), MARKERS[i % len(MARKERS)]) for i, d in enumerate(designs)}
 
 
@@ -84,8 +87,8 @@ def plot_bpv(records, path):
     ax.fill_between(xs, xs - tol, xs + tol, color="0.85", label="tolerance")
     ax.plot(xs, xs, "k-", lw=1, label="y = x")
     for d, (color, marker) in styles.items():
-        pts = np.array([(r["bpv_analytic"], r["bpv_measured"]) for r in records if _design(r) == d])
-        ax.plot(*pts.T, marker, color=color, ms=5, ls="none", label=f"W/L {d[0]}/{d[1]}")
+        pts = np.array([(r["bpv_analytic"], r["bpv_measured"]) for r in records if design_of(r) == d])
+        ax.plot(*pts.T, marker, color=color, ms=5, ls="none", label=design_label(d))
     ax.set(xlim=(0, hi), ylim=(0, hi), xlabel="analytic bpv (closed form)", ylabel="measured bpv (RTL counters)",
            title="Bubbles per vOp, tolerance max(3% of analytic, 0.02)")
     ax.legend(fontsize=8, loc="upper left")
@@ -95,15 +98,17 @@ def plot_bpv(records, path):
 
 
 def plot_cycles_grid(records, path):
-    """Cycles per tile over the designs, one heatmap per workload (TEPL mode): rows L, columns W;
-    grey cells were not measured (or are no valid design)."""
+    """Cycles per tile over the designs, one heatmap per workload and loader count (TEPL mode): rows
+    L, columns W; grey cells were not measured (or are no valid design)."""
     records = _tepl(records)
-    workloads = sorted({r["workload"] for r in records}, key=_workload_order)
+    counts = sorted({r["loaders"] for r in records})
+    # Panels: (workload, loaders), the loader counts of a workload side by side.
+    workloads = [(w, n) for w in sorted({r["workload"] for r in records}, key=_workload_order) for n in counts]
     Ws = sorted({r["W"] for r in records})
     Ls = sorted({r["L"] for r in records})
     grids = {w: np.full((len(Ls), len(Ws)), np.nan) for w in workloads}
     for r in records:
-        grids[r["workload"]][Ls.index(r["L"]), Ws.index(r["W"])] = r["cycles_per_tile"]
+        grids[r["workload"], r["loaders"]][Ls.index(r["L"]), Ws.index(r["W"])] = r["cycles_per_tile"]
     values = [r["cycles_per_tile"] for r in records]
     # One colour scale for all panels, so that workloads compare; cycles per tile span decades.
     norm = LogNorm(min(values), max(values))
@@ -115,8 +120,8 @@ def plot_cycles_grid(records, path):
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[len(workloads):]:
         ax.set_axis_off()
-    for ax, w in zip(axes, workloads):
-        grid = grids[w]
+    for ax, (w, n) in zip(axes, workloads):
+        grid = grids[w, n]
         im = ax.imshow(np.ma.masked_invalid(grid), norm=norm, cmap=cmap, aspect="auto", origin="lower")
         for (i, j), v in np.ndenumerate(grid):
             if math.isfinite(v):
@@ -124,7 +129,7 @@ def plot_cycles_grid(records, path):
                         color="w" if norm(v) < 0.5 else "k")
         ax.set_xticks(range(len(Ws)), Ws, fontsize=7)
         ax.set_yticks(range(len(Ls)), Ls, fontsize=7)
-        ax.set(xlabel="W", ylabel="L", title=_workload_label(w))
+        ax.set(xlabel="W", ylabel="L", title=_workload_label(w) + ("" if counts == [LOADERS] else f", {n} loaders"))
         ax.title.set_fontsize(9)
     bar = fig.colorbar(im, ax=axes[:len(workloads)].tolist(), label="cycles per tile")
     for setter in (bar.ax.yaxis.set_major_formatter, bar.ax.yaxis.set_minor_formatter):
@@ -154,9 +159,9 @@ def plot_bord_measured(platform, records, path):
     bord_axes(ax, platform, [], n, xlim, ylim, "measured (RTL, TEPL)")
     styles = _styles(records)
     for d, (color, marker) in styles.items():
-        ax.plot([], [], marker, color=color, ls="none", label=f"W/L {d[0]}/{d[1]}")
+        ax.plot([], [], marker, color=color, ls="none", label=design_label(d))
     for r, (x, y) in zip(records, pts):
-        color, marker = styles[_design(r)]
+        color, marker = styles[design_of(r)]
         clipped = not math.isfinite(y)
         y = ylim[1] / 1.15 if clipped else y
         ax.plot(x, y, "^" if clipped else marker, color=color, mec="k", mew=0.4, ms=5)
@@ -192,9 +197,9 @@ def plot_utilization(records, reference, path):
                           edgecolor=color, label=f"{name} (paper)")
             ax.bar_label(bars, fmt="%.0f", fontsize=6)
     ax.set_xticks(x, [f"{100 * (k if k is not None else r['density']):g}%" for r, k in zip(records, keys)])
-    designs = ", ".join(f"{W}/{L}" for W, L in sorted({_design(r) for r in records}))
+    designs = ", ".join(map(design_label, sorted({design_of(r) for r in records})))
     ax.set(xlabel="density", ylabel="utilization (%)", ylim=(0, 125),
-           title=f"Utilization, RTL (W/L {designs}) vs paper Table 4 (hatched)")
+           title=f"Utilization, RTL ({designs}) vs paper Table 4 (hatched)")
     ax.legend(fontsize=7, ncol=3, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
     fig.savefig(path, dpi=130)
@@ -204,7 +209,7 @@ def plot_utilization(records, reference, path):
 def plot_modes(records, path):
     """Cycles per tile in TEPL and in store-and-fence mode of each (design, workload) measured in
     both, with the slowdown store / TEPL above each pair."""
-    by_mode = {(_design(r), r["workload"], r["mode"]): r["cycles_per_tile"] for r in records}
+    by_mode = {(design_of(r), r["workload"], r["mode"]): r["cycles_per_tile"] for r in records}
     pairs = sorted({(d, w) for d, w, _ in by_mode if (d, w, "tepl") in by_mode and (d, w, "store") in by_mode},
                    key=lambda p: (p[0], _workload_order(p[1])))
     if not pairs:
@@ -221,9 +226,9 @@ def plot_modes(records, path):
                     fontsize=7)
     # One design: name it in the title; several: under each workload.
     designs = sorted({d for d, _ in pairs})
-    labels = [_workload_label(w) + ("" if len(designs) == 1 else f"\nW/L {W}/{L}") for (W, L), w in pairs]
+    labels = [_workload_label(w) + ("" if len(designs) == 1 else f"\n{design_label(d)}") for d, w in pairs]
     ax.set_xticks(x, labels, rotation=45 if len(pairs) > 6 else 0, fontsize=7)
-    only = f" (W/L {designs[0][0]}/{designs[0][1]})" if len(designs) == 1 else ""
+    only = f" ({design_label(designs[0])})" if len(designs) == 1 else ""
     ax.set(ylabel="cycles per tile", ylim=(0, 1.15 * max(store.max(), tepl.max())),
            title=f"TEPL vs store and fence{only}: store / TEPL above")
     ax.legend(fontsize=8)

@@ -16,6 +16,7 @@ import numpy as np
 from deca.golden import TILE_ELEMS, compress, load
 from deca.golden.format import TILE_COLS, TILE_ROWS
 from deca.hw.layouts import LINE_BYTES
+from deca.hw.params import LOADERS
 
 from deca.sim.bench.bus import drive_idle, reset
 from deca.sim.bench.cores import MODES, gemm_core
@@ -36,12 +37,14 @@ DESIGN_PARAMS = ("tags", "sqq_bytes", "addr_bits", "id_bits", "loaders")
 
 @dataclass(frozen=True)
 class Point:
-    """One measurement. ``workload``: "scheme@density" (a generated matrix) or a .deca file path."""
+    """One measurement. ``workload``: "scheme@density" (a generated matrix) or a .deca file path;
+    ``loaders``: the PE's loader count (its design is (W, L, loaders))."""
 
     W: int
     L: int
     workload: str
     mode: str
+    loaders: int = LOADERS
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -50,14 +53,24 @@ class Point:
     @property
     def key(self):
         name = Path(self.workload).stem if self.is_file else self.workload
-        return f"W{self.W}L{self.L}-{name}-{self.mode}"
+        return f"{design_key(self.W, self.L, self.loaders)}-{name}-{self.mode}"
+
+    @property
+    def design(self):
+        return self.W, self.L, self.loaders
 
     @property
     def is_file(self):
         return "@" not in self.workload
 
     def as_dict(self):
-        return {"W": self.W, "L": self.L, "workload": self.workload, "mode": self.mode}
+        return {"W": self.W, "L": self.L, "workload": self.workload, "mode": self.mode, "loaders": self.loaders}
+
+
+def design_key(W, L, loaders=LOADERS):
+    """How keys and file names name a design: W32L8, and W32L8ld3 with another loader count than the
+    paper's (as ``deca.hw.generate.top_name`` does)."""
+    return f"W{W}L{L}" + (f"ld{loaders}" if loaders != LOADERS else "")
 
 
 def workload_name(scheme, density):

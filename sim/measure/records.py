@@ -7,6 +7,7 @@ import os
 import statistics
 from pathlib import Path
 
+from deca.hw.params import LOADERS
 from deca.sim.model.paper import DSE_BEST
 
 #: A record's fields, in CSV column order.
@@ -57,18 +58,25 @@ def read_records(folder):
     return out
 
 
+def design_of(record):
+    """A record's design: (W, L, loaders)."""
+    return record["W"], record["L"], record["loaders"]
+
+
 def design_rows(records):
-    """Per design, the geometric mean of cycles per tile over the TEPL workloads every design ran,
-    and the speedups the paper's section 8.2 quotes where its designs were measured."""
+    """Per design (W, L, loaders), the geometric mean of cycles per tile over the TEPL workloads every
+    design ran, and the speedups the paper's section 8.2 quotes where its designs were measured
+    (against its best design with its two loaders)."""
     tepl = [r for r in records if r["mode"] == "tepl"]
-    designs = sorted({(r["W"], r["L"]) for r in tepl})
-    common = set.intersection(*({r["workload"] for r in tepl if (r["W"], r["L"]) == d} for d in designs))
+    designs = sorted({design_of(r) for r in tepl})
+    common = set.intersection(*({r["workload"] for r in tepl if design_of(r) == d} for d in designs))
 
     def gmean(design, field):
         return math.exp(statistics.fmean(math.log(r[field]) for r in tepl
-                                         if (r["W"], r["L"]) == design and r["workload"] in common))
+                                         if design_of(r) == design and r["workload"] in common))
 
     cycles = {d: gmean(d, "cycles_per_tile") for d in designs}
-    best = cycles.get(DSE_BEST)
-    return [{"W": W, "L": L, "workloads": len(common), "gmean": g, "gmean_tflops": gmean((W, L), "tflops"),
-             "vs_best": best / g if best else math.nan} for (W, L), g in cycles.items()]
+    best = cycles.get((*DSE_BEST, LOADERS))
+    return [{"W": W, "L": L, "loaders": n, "workloads": len(common), "gmean": g,
+             "gmean_tflops": gmean((W, L, n), "tflops"), "vs_best": best / g if best else math.nan}
+            for (W, L, n), g in cycles.items()]

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from deca.golden.summary import format_table
+from deca.hw.params import LOADERS
 
 from deca.sim.bench.system import System
 from deca.sim.model.engines import SOFTWARE_CYCLES_PER_TILE, SoftwareEngine, scheme_class
@@ -17,7 +18,7 @@ from deca.sim.model.roof import predict
 
 from .plots import plot_bord_measured, plot_bpv, plot_cycles_grid, plot_modes, plot_utilization
 from .point import platform_of
-from .records import bpv_tolerance, design_rows
+from .records import bpv_tolerance, design_of, design_rows
 
 _pct = "{:.0%}".format
 SUMMARY_COLUMNS = {
@@ -35,7 +36,7 @@ TABLE4_COLUMNS = {
 }
 DESIGN_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"), "workloads": ("workloads", "{}"), "gmean": ("gmean cycles/tile", "{:.1f}"),
-    "vs_best": ("speed vs W=32 L=8", "{:.3f}x"),
+    "vs_best": ("speed vs W=32 L=8 (2 loaders)", "{:.3f}x"),
 }
 DSE_NOTE = (f"The paper (section 8.2): W = {DSE_BEST[0]}, L = {DSE_BEST[1]} is {DSE_BEST_OVER_UNDER:g}x faster than "
             f"W = {DSE_UNDER[0]}, L = {DSE_UNDER[1]}, and W = {DSE_OVER[0]}, L = {DSE_OVER[1]} less than "
@@ -54,6 +55,24 @@ SOFTWARE_COLUMNS = {
 }
 
 
+def with_loaders(columns, records):
+    """``columns`` with a loaders column after L when the records span several loader counts."""
+    if len({r["loaders"] for r in records}) < 2:
+        return columns
+    items = list(columns.items())
+    at = [key for key, _ in items].index("L") + 1
+    return dict(items[:at] + [("loaders", ("loaders", "{}"))] + items[at:])
+
+
+def several_designs(records):
+    return len({design_of(r) for r in records}) > 1
+
+
+def _design_text(row):
+    """W = 32, L = 8 (and the loader count when it is not the paper's) of a row or record."""
+    return f"W = {row['W']}, L = {row['L']}" + ("" if row["loaders"] == LOADERS else f", {row['loaders']} loaders")
+
+
 def software_rows(records, measured=None):
     """Each record's measured TFLOPS beside the Roof-Surface TFLOPS of the software engines on the
     same platform, batch and workload: the paper-derived costs (``SoftwareEngine``) and, when given,
@@ -69,7 +88,7 @@ def software_rows(records, measured=None):
         paper, mine = (predict(platform, kern, engine, system.batch).flops / 1e12 if known else None
                        for engine, known in ((SoftwareEngine(), scheme_class(kern) in SOFTWARE_CYCLES_PER_TILE),
                                              (measured, measured is not None and measured.measures(kern))))
-        rows.append({**{k: r[k] for k in ("W", "L", "workload", "mode", "tflops")},
+        rows.append({**{k: r[k] for k in ("W", "L", "loaders", "workload", "mode", "tflops")},
                      "sw_paper": paper, "x_paper": None if paper is None else r["tflops"] / paper,
                      "sw_measured": mine, "x_measured": None if mine is None else r["tflops"] / mine})
     return rows
@@ -93,12 +112,13 @@ def bpv_outliers(records):
 
 def table4_records(records):
     """The Q8 (bf8) TEPL records at the paper's Table 4 densities, of one design: the paper's
-    W = 32, L = 8 when measured, else the first design."""
+    W = 32, L = 8 with two loaders when measured, else the first design."""
     rows = [r for r in records if r["scheme"] == "bf8" and r["mode"] == "tepl" and "@" in r["workload"]
             and float(r["workload"].partition("@")[2]) in TABLE4_DECA]
-    designs = [(r["W"], r["L"]) for r in rows]
-    design = (32, 8) if (32, 8) in designs else designs[0] if designs else None
-    return [r for r in rows if (r["W"], r["L"]) == design]
+    designs = [design_of(r) for r in rows]
+    paper = (*DSE_BEST, LOADERS)
+    design = paper if paper in designs else designs[0] if designs else None
+    return [r for r in rows if design_of(r) == design]
 
 
 def table4_rows(records):
@@ -108,7 +128,8 @@ def table4_rows(records):
         density = float(r["workload"].partition("@")[2])
         ours = [round(100 * r[k]) for k in ("util_mem", "util_tmul", "util_deca")]
         paper = TABLE4_DECA[density]
-        rows.append({"W": r["W"], "L": r["L"], "density": density, "cycles_per_tile": r["cycles_per_tile"],
+        rows.append({"W": r["W"], "L": r["L"], "loaders": r["loaders"], "density": density,
+                     "cycles_per_tile": r["cycles_per_tile"],
                      "gap": max(abs(a - b) for a, b in zip(ours, paper)),
                      **{k: f"{a}% ({b}%)" for k, a, b in zip(("mem", "tmul", "deca"), ours, paper)}})
     return sorted(rows, key=lambda row: (row["W"], row["L"], -row["density"]))
@@ -116,12 +137,12 @@ def table4_rows(records):
 
 def modes_rows(records):
     """Workloads measured in both modes on one design, with the TEPL speedup (store / TEPL cycles)."""
-    by = {(r["W"], r["L"], r["workload"], r["mode"]): r for r in records}
+    by = {(design_of(r), r["workload"], r["mode"]): r for r in records}
     rows = []
-    for (W, L, workload, mode), r in by.items():
-        store = by.get((W, L, workload, "store"))
+    for ((W, L, loaders), workload, mode), r in by.items():
+        store = by.get(((W, L, loaders), workload, "store"))
         if mode == "tepl" and store is not None:
-            rows.append({"W": W, "L": L, "workload": workload, "tepl": r["cycles_per_tile"],
+            rows.append({"W": W, "L": L, "loaders": loaders, "workload": workload, "tepl": r["cycles_per_tile"],
                          "store": store["cycles_per_tile"], "ratio": store["cycles"] / r["cycles"]})
     return rows
 
@@ -134,21 +155,21 @@ def _markdown(rows, columns):
 
 
 def print_summary(records, measured=None, log=print):
-    log(format_table(summary_rows(records), SUMMARY_COLUMNS))
+    log(format_table(summary_rows(records), with_loaders(SUMMARY_COLUMNS, records)))
     log("\nAgainst the software-only baseline (Roof-Surface TFLOPS of the AVX-512 decompression on the "
         "same platform). " + software_note(measured))
-    log(format_table(software_rows(records, measured), SOFTWARE_COLUMNS))
+    log(format_table(software_rows(records, measured), with_loaders(SOFTWARE_COLUMNS, records)))
     t4 = table4_rows(records)
     if t4:
-        log(f"\nPaper's Table 4 (Q8, N = 1, HBM, DECA): W = {t4[0]['W']}, L = {t4[0]['L']} measured (paper) utilization")
+        log(f"\nPaper's Table 4 (Q8, N = 1, HBM, DECA): {_design_text(t4[0])} measured (paper) utilization")
         log(format_table(t4, TABLE4_COLUMNS))
-    if len({(r["W"], r["L"]) for r in records}) > 1:
+    if several_designs(records):
         log("\nDesigns: " + DSE_NOTE)
-        log(format_table(design_rows(records), DESIGN_COLUMNS))
+        log(format_table(design_rows(records), with_loaders(DESIGN_COLUMNS, records)))
     modes = modes_rows(records)
     if modes:
         log(f"\nTEPL versus store-and-fence (the paper: about {TEPL_SPEEDUP_5PCT:g}x at 5% density)")
-        log(format_table(modes, MODES_COLUMNS))
+        log(format_table(modes, with_loaders(MODES_COLUMNS, records)))
     outliers = bpv_outliers(records)
     log(f"\nbpv: {len(records) - len(outliers)} of {len(records)} points within max(3%, 0.02) of the closed form"
         + "".join(f"\n  OUTSIDE: {r['key']}: measured {r['bpv_measured']:.4f}, model {r['bpv_analytic']:.4f}"
@@ -161,7 +182,7 @@ def write_report(out, records, title, command, settings, explanations=(), measur
     system = System(**settings["system"])
     plots = {"bpv.png": lambda p: plot_bpv(records, p),
              "bord.png": lambda p: plot_bord_measured(platform_of(system), records, p)}
-    if len({(r["W"], r["L"]) for r in records}) > 1:
+    if several_designs(records):
         plots["cycles_grid.png"] = lambda p: plot_cycles_grid(records, p)
     if table4_rows(records):
         plots["utilization.png"] = lambda p: plot_utilization(table4_records(records), TABLE4_DECA, p)
@@ -178,24 +199,25 @@ def write_report(out, records, title, command, settings, explanations=(), measur
              f"{settings['tiles']} tiles per workload, seed {settings['seed']}, simulator {settings['sim']}.",
              "", "Every tile was checked bit for bit against the golden model and every counter against the "
              "models. *model* is the Roof-Surface prediction; bpv model is the closed form of section 6.2.",
-             "", "## Summary", "", _markdown(summary_rows(records), SUMMARY_COLUMNS),
+             "", "## Summary", "", _markdown(summary_rows(records), with_loaders(SUMMARY_COLUMNS, records)),
              "", "## Against the software-only baseline", "",
              "DECA's measured TFLOPS beside the Roof-Surface TFLOPS of the software decompression on the same "
              "platform, batch and workload: with the paper-derived costs (its Table 2) and with the costs "
              "measured on this machine by `deca baseline`. " + software_note(measured), "",
-             _markdown(software_rows(records, measured), SOFTWARE_COLUMNS)]
+             _markdown(software_rows(records, measured), with_loaders(SOFTWARE_COLUMNS, records))]
     t4 = table4_rows(records)
     if t4:
         lines += ["", "## The paper's Table 4 (Q8, N = 1, HBM, DECA)", "",
-                  f"Measured utilization of W = {t4[0]['W']}, L = {t4[0]['L']}, the paper's in parentheses.", "",
+                  f"Measured utilization of {_design_text(t4[0])}, the paper's in parentheses.", "",
                   _markdown(t4, TABLE4_COLUMNS)]
-    if len({(r["W"], r["L"]) for r in records}) > 1:
-        lines += ["", "## Designs", "", DSE_NOTE, "", _markdown(design_rows(records), DESIGN_COLUMNS)]
+    if several_designs(records):
+        lines += ["", "## Designs", "", DSE_NOTE, "",
+                  _markdown(design_rows(records), with_loaders(DESIGN_COLUMNS, records))]
     modes = modes_rows(records)
     if modes:
         lines += ["", "## TEPL versus store-and-fence", "",
                   "The paper reports TEPLs doubling performance at 5% density (Fig. 16).", "",
-                  _markdown(modes, MODES_COLUMNS)]
+                  _markdown(modes, with_loaders(MODES_COLUMNS, records))]
     outliers = bpv_outliers(records)
     lines += ["", "## Bubbles per vOp", "",
               f"{len(records) - len(outliers)} of {len(records)} points within max(3%, 0.02) of the closed form."]

@@ -21,7 +21,7 @@ def record_trace(verilog, top, W, L, workload, mode, tiles, seed, out, loaders=L
         # The runner then makes Verilator write FST, which deca.synth.activity does not read.
         raise ValueError("Verilator writes FST traces here (the lz4 headers are installed) and the toggle count "
                          "reads VCD; convert a trace with fst2vcd and give it with --vcd")
-    point = Point(W, L, workload, mode)
+    point = Point(W, L, workload, mode, loaders)
     out = Path(out).resolve()  # the simulator runs in its own folder
     params = {**DESIGN, "W": W, "L": L, "loaders": loaders, "system": system().as_dict(), "tiles": tiles,
               "seed": seed, "out": str(out), "points": [point.as_dict()]}
