@@ -16,6 +16,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+from deca.errors import UsageError  # noqa: E402
 from deca.golden.format import LUT_ENTRIES  # noqa: E402
 from deca.hw.params import ParameterError  # noqa: E402
 from deca.synth import cells, flow, fpga, stats  # noqa: E402
@@ -238,7 +239,7 @@ def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
     measured = tmp_path / "measured"
     measured.mkdir()
     # Two workloads of a deca sweep on (8, 4); the design's measured throughput is their geometric mean.
-    records = [{"W": 8, "L": 4, "mode": "tepl", "workload": w, "cycles_per_tile": c, "tflops": t}
+    records = [{"W": 8, "L": 4, "loaders": 2, "mode": "tepl", "workload": w, "cycles_per_tile": c, "tflops": t}
                for w, c, t in (("bf8@1", 100.0, 12.5), ("bf8@0.5", 25.0, 50.0))]
     (measured / "results.json").write_text(json.dumps(records))
     out = tmp_path / "out"
@@ -250,11 +251,11 @@ def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
     assert "skipping W=8, L=16" in text and "Roof-Surface's choice" in text
     with open(out / "synth.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
-    assert (row["W"], row["L"]) == ("8", "4")
+    assert (row["W"], row["L"], row["loaders"]) == ("8", "4", "2")
     assert int(row["transistors"]) == results[8, 4].total.transistors
     assert float(row["measured_tflops"]) == pytest.approx(25.0)
     doc = json.loads((out / "synth.json").read_text())
-    assert doc["dse"]["best_throughput_per_area"] == [8, 4]
+    assert doc["dse"]["best_throughput_per_area"] == [8, 4, 2]
     for png in ("area_depth.png", "throughput_per_area.png"):
         assert (out / png).read_bytes().startswith(b"\x89PNG")
     assert not (out / "breakdown.png").exists()  # the paper's split is for (32, 8)
@@ -358,5 +359,130 @@ def test_the_default_sweep_is_the_fourteen_designs_deca_sweep_measures(capsys):
     from deca.synth.cli import _grid
 
     grid = _grid(SWEEP_W, SWEEP_L)
-    assert grid == [(W, L) for W in (8, 16, 32, 64) for L in (4, 8, 16, 32, 64) if L <= W] and len(grid) == 14
+    assert grid == [(W, L, 2) for W in (8, 16, 32, 64) for L in (4, 8, 16, 32, 64) if L <= W] and len(grid) == 14
     assert "skipping W=8, L=16" in capsys.readouterr().out
+
+
+# Loader counts, without Yosys (the generic mapping replaced by fixed numbers) -----------------------
+
+LOADER_DESIGN = "tout"  # one TOut buffer per loader: its Verilog differs with the loader count
+
+
+def fake_transistors(top):
+    """Numbers of the replaced mapping, different per design: 1000 x the loader count in the name."""
+    return 1000 * int(top.rpartition("_ld")[2]) if "_ld" in top else 2000
+
+
+@pytest.fixture
+def fake_asic(monkeypatch):
+    """flow.run_asic replaced: records the tops it maps and returns fixed numbers for them."""
+    mapped = []
+
+    def run_asic(work, verilog, top, source):
+        mapped.append(top)
+        n = fake_transistors(top)
+        total = stats.BlockStats(cells={}, flip_flops=0, memory_bits=0, modules=[top], transistors=n, depth=7)
+        return total, {"TOut": total}, 0.0
+
+    monkeypatch.setattr(flow, "run_asic", run_asic)
+    return mapped
+
+
+def test_the_cache_keeps_loader_counts_apart(tmp_path, fake_asic):
+    def synth(loaders):
+        return flow.synthesize(8, 4, LOADER_DESIGN, tmp_path / "work", cache_dir=tmp_path / "cache", tech=GENERIC,
+                               loaders=loaders)
+
+    two, three = synth(2), synth(3)
+    assert fake_asic == ["deca_tout_w8_l4", "deca_tout_w8_l4_ld3"]
+    assert (two.loaders, two.total.transistors) == (2, 2000) and (three.loaders, three.total.transistors) == (3, 3000)
+    assert two.verilog_sha256 != three.verilog_sha256
+    assert synth(3) == three and synth(2) == two and len(fake_asic) == 2  # both from the cache
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 2
+    assert "tout, W=8, L=4, 3 loaders" in format_result(three)
+    with pytest.raises(ParameterError, match="loaders must be one of 2, 3, 4"):
+        synth(5)
+
+
+@pytest.mark.parametrize("argv,error,message", [
+    (["--loaders", "5"], ParameterError, "loaders must be one of 2, 3, 4"),
+    (["--sweep", "--loaders", "2,1"], ParameterError, "got 1"),
+    (["--loaders", "2,3"], UsageError, "give one --W, one --L and one --loaders, or --sweep for several"),
+])
+def test_cli_refuses_bad_loader_counts(argv, error, message, tmp_path, fake_asic):
+    args = _parser().parse_args(["synth", "--tech", "generic", "--design", LOADER_DESIGN, "--W", "8", "--L", "4",
+                                 *argv, "--out", str(tmp_path)])
+    with pytest.raises(error, match=message):
+        args.func(args)
+    assert fake_asic == []
+
+
+def test_loader_list_parses_and_bad_text_exits_2(capsys):
+    assert _parser().parse_args(["synth", "--loaders", "2,4"]).loaders == [2, 4]
+    with pytest.raises(SystemExit) as e:
+        _parser().parse_args(["synth", "--loaders", "2,three"])
+    assert e.value.code == 2 and "expected comma-separated ints, got '2,three'" in capsys.readouterr().err
+
+
+def test_the_sweep_grid_has_every_loader_count(capsys):
+    from deca.synth.cli import _grid
+
+    assert _grid([8, 32], [8], [2, 4]) == [(8, 8, 2), (8, 8, 4), (32, 8, 2), (32, 8, 4)]
+    assert _grid([8], [4, 16], [3]) == [(8, 4, 3)]
+    assert capsys.readouterr().out == "skipping W=8, L=16: more LUTs than elements per vOp\n"
+
+
+def fake_result(W, L, loaders, transistors):
+    total = stats.BlockStats(cells={}, flip_flops=0, memory_bits=0, modules=[], transistors=transistors, depth=1)
+    return flow.SynthResult(top=f"deca_pe_w{W}_l{L}_ld{loaders}", design="pe", W=W, L=L, verilog_sha256="0",
+                            total=total, blocks={}, seconds=0.0, loaders=loaders)
+
+
+def measured_folder(folder, tflops):
+    """A deca sweep results.json: two workloads per design of ``tflops`` {(W, L, loaders): (a, b)}."""
+    folder.mkdir()
+    records = [{"W": W, "L": L, "loaders": n, "mode": "tepl", "workload": w, "cycles_per_tile": 100 / t, "tflops": t}
+               for (W, L, n), pair in tflops.items() for w, t in zip(("bf8@0.5", "bf8@0.05"), pair)]
+    (folder / "results.json").write_text(json.dumps(records))
+    return folder
+
+
+def test_measured_throughput_joins_by_loader_count(tmp_path):
+    measured = load_measured(measured_folder(tmp_path / "m", {(8, 4, 2): (4.0, 9.0), (8, 4, 3): (8.0, 18.0)}))
+    assert measured == {(8, 4, 2): pytest.approx(6.0), (8, 4, 3): pytest.approx(12.0)}  # sqrt(4*9), sqrt(8*18)
+    results = [fake_result(8, 4, 2, 2_000_000), fake_result(8, 4, 3, 3_000_000), fake_result(8, 4, 4, 4_000_000)]
+    dse = area_dse(results, measured=measured)
+    rows = {(r["W"], r["L"], r["loaders"]): r for r in dse.rows()}
+    assert rows[8, 4, 2]["measured_per_area"] == pytest.approx(6.0 / 2)   # TFLOPS per M transistors
+    assert rows[8, 4, 3]["measured_per_area"] == pytest.approx(12.0 / 3)
+    assert rows[8, 4, 4]["measured_tflops"] is None   # not measured
+    # The model has no loaders: one prediction, three costs; the fewest loaders are the cheapest.
+    assert len({r["tflops"] for r in rows.values()}) == 1
+    assert dse.best.design == (8, 4, 2) and dse.best_measured == (8, 4, 3)
+    assert dse.chosen is None or dse.chosen.design == (8, 4, 2)
+
+
+def test_cli_sweep_over_loaders_from_the_cache(tmp_path, fake_asic, capsys):
+    """The sweep's workers find every design in the cache the in-process flow filled (no Yosys there)."""
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    for loaders in (2, 3):
+        flow.synthesize(8, 4, LOADER_DESIGN, work, cache_dir=cache, tech=GENERIC, loaders=loaders)
+    measured = measured_folder(tmp_path / "m", {(8, 4, 2): (1.0, 1.0), (8, 4, 3): (3.0, 3.0), (8, 4, 4): (5.0, 5.0)})
+    out = tmp_path / "out"
+    args = _parser().parse_args(["synth", "--sweep", "--tech", "generic", "--design", LOADER_DESIGN, "--W", "8",
+                                 "--L", "4", "--loaders", "2,3", "--work-dir", str(work), "--cache", str(cache),
+                                 "--out", str(out), "--measured", str(measured)])
+    assert args.func(args) == 0
+    assert len(fake_asic) == 2  # only the two runs above
+    text = capsys.readouterr().out
+    assert "W=8 L=4 loaders=3: 3,000 transistors" in text and "measured throughput: 3 designs" in text
+    assert "highest measured throughput per area: {W=8, L=4, 3 loaders}" in text
+    with open(out / "synth.csv", newline="") as f:
+        rows = [(r["loaders"], r["top"], r["transistors"], float(r["measured_tflops"])) for r in csv.DictReader(f)]
+    assert rows == [("2", "deca_tout_w8_l4", "2000", pytest.approx(1.0)),
+                    ("3", "deca_tout_w8_l4_ld3", "3000", pytest.approx(3.0))]
+    doc = json.loads((out / "synth.json").read_text())
+    assert doc["dse"]["best_measured_throughput_per_area"] == [8, 4, 3]
+    assert [r["loaders"] for r in doc["results"]] == [2, 3]
+    for png in ("area_depth.png", "throughput_per_area.png"):
+        assert (out / png).read_bytes().startswith(b"\x89PNG")
