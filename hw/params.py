@@ -51,6 +51,14 @@ def check_loaders(loaders):
                              f"loader of {TILES_PER_LOADER} tiles and a TOut buffer), got {loaders!r}")
 
 
+def loader_counts(counts):
+    """``counts`` (a list of loader counts, e.g. a sweep's) each once, in order, each checked."""
+    counts = list(dict.fromkeys(counts))
+    for loaders in counts:
+        check_loaders(loaders)
+    return counts
+
+
 def dequant_lanes(q, L):
     """Lq: how many Q-bit codes the dequantization stage turns into BF16 per cycle."""
     if q not in LANES_PER_LUT:

@@ -10,7 +10,7 @@ from pathlib import Path
 from deca.args import number_list
 from deca.errors import UsageError
 from deca.golden import SCHEMES
-from deca.hw.params import LOADER_CHOICES, LOADERS, check_loaders, check_params
+from deca.hw.params import LOADER_CHOICES, LOADERS, check_params, loader_counts
 from deca.sim.bench.cores import MODES
 from deca.sim.measure.point import parse_workload
 from deca.sim.model import paper
@@ -37,7 +37,7 @@ def add_synth_parser(sub):
                                                       f"with --sweep {','.join(map(str, SWEEP_W))})")
     s.add_argument("--L", type=number_list(int), help=f"big LUTs (default {paper.DSE_BEST[1]}; with --sweep "
                                                       f"{','.join(map(str, SWEEP_L))}, L > W skipped: the 14 designs deca sweep measures)")
-    s.add_argument("--loaders", type=number_list(int), help=f"loaders of the PE, {LOADER_CHOICES[0]}.."
+    s.add_argument("--loaders", type=number_list(int), default=[LOADERS], help=f"loaders of the PE, {LOADER_CHOICES[0]}.."
                    f"{LOADER_CHOICES[-1]} (default {LOADERS}, the paper's; with --sweep a comma-separated list, "
                    "one design per count)")
     s.add_argument("--design", metavar="NAME", help="the complete PE (default 'pe') or one of its blocks alone "
@@ -94,14 +94,6 @@ def _summary(result):
             f"{result.total.power_mw:.1f} mW")
 
 
-def _loader_counts(args):
-    """The loader counts asked for, each once and each one the PE can have."""
-    counts = list(dict.fromkeys(args.loaders or [LOADERS]))
-    for n in counts:
-        check_loaders(n)
-    return counts
-
-
 def _grid(Ws, Ls, loaders=(LOADERS,)):
     """The designs (W, L, loaders) of the grid; L > W skipped."""
     points = []
@@ -124,7 +116,7 @@ def _name(W, L, loaders):
 def _sweep(args, design, cache, tech, activity):
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    points = _grid(args.W or SWEEP_W, args.L or SWEEP_L, _loader_counts(args))
+    points = _grid(args.W or SWEEP_W, args.L or SWEEP_L, loader_counts(args.loaders))
     print(f"synthesizing {len(points)} {design} designs, {args.jobs} at a time"
           + (", with FPGA place and route" if args.fpga else ""))
     results, failed = [], []
@@ -186,7 +178,7 @@ def cmd_synth(args):
     tech = technology(args.tech, args.liberty, args.macro_min_bits)
     activity = _activity(args)
     if not args.sweep:
-        Ws, Ls, loaders = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]], _loader_counts(args)
+        Ws, Ls, loaders = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]], loader_counts(args.loaders)
         if len(Ws) != 1 or len(Ls) != 1 or len(loaders) != 1:
             raise UsageError("give one --W, one --L and one --loaders, or --sweep for several")
         check_params(Ws[0], Ls[0])

@@ -12,7 +12,7 @@ from pathlib import Path
 from deca.args import number_list
 from deca.errors import UsageError
 from deca.golden import SCHEMES, load
-from deca.hw.params import LOADER_CHOICES, LOADERS, check_loaders
+from deca.hw.params import LOADER_CHOICES, LOADERS, loader_counts
 from deca.sim.bench.cores import LINK_LATENCY, MODES, TEPL_QUEUE
 from deca.sim.bench.system import HIT_LATENCY, MISS_LATENCY, system
 from deca.sim.model.platform import PRESETS
@@ -77,16 +77,13 @@ def _add_system(p, modes, sweep=False):
 
 
 def _loader_counts(args):
-    """The loader counts asked for, each once: deca sweep takes a list, deca run one."""
-    return list(dict.fromkeys(args.loaders)) if isinstance(args.loaders, list) else [args.loaders]
+    """The loader counts asked for, each once and checked: deca sweep takes a list, deca run one."""
+    return loader_counts(args.loaders if isinstance(args.loaders, list) else [args.loaders])
 
 
 def _loaders(counts):
     """How a title names the loader counts when they are not just the paper's."""
-    counts = list(counts)
-    if counts == [LOADERS]:
-        return ""
-    return f" with {counts[0]} loaders" if len(counts) == 1 else f" with {', '.join(map(str, counts))} loaders"
+    return "" if counts == [LOADERS] else f" with {', '.join(map(str, counts))} loaders"
 
 
 def _campaign(args, tiles, replace, **extra):
@@ -103,8 +100,7 @@ def _campaign(args, tiles, replace, **extra):
             raise UsageError(f"unknown invocation mode {mode!r}; choose from {', '.join(MODES)}")
     if isinstance(tiles, bool) or tiles < 1:
         raise UsageError(f"--tiles must be a positive number of tiles, got {tiles}")
-    for n in _loader_counts(args):
-        check_loaders(n)
+    _loader_counts(args)  # every count checked before anything is built
     settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest(),
                 **extra}
     return Campaign(args.out, settings, replace=replace)
