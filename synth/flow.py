@@ -55,7 +55,7 @@ class SynthResult:
     power: dict | None = None        # frequency, activity source
     macro_model: dict | None = None  # sram.MacroModel as a dict
     macros: list = field(default_factory=list)   # one dict per SRAM macro
-    loaders: int | None = None       # of a generated design (None: a user's Verilog file)
+    loaders: int = LOADERS           # the PE's loader count (deca.hw.params)
 
     @property
     def area(self):
@@ -181,10 +181,11 @@ def run_asic(work, verilog, top, source):
 
 
 def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, design=None, W=None, L=None,
-                    tech=None, toggles=None, loaders=None):
+                    tech=None, toggles=None, loaders=LOADERS):
     """Synthesize module ``top`` of the Verilog file ``path`` to ``tech`` (default ASAP7); results are
     cached in ``cache_dir`` (if given) by the file's SHA-256, the flow, the library and ``toggles``
-    (a simulation's ``deca.synth.activity.Toggles``: the power from its activity). Raises ToolError
+    (a simulation's ``deca.synth.activity.Toggles``: the power from its activity). ``design``, ``W``,
+    ``L`` and ``loaders`` say what the file is, for the result. Raises ToolError
     (a failed tool) or ValueError (bad input: a liberty, a memory, a trace) naming the problem."""
     tech = tech or technology()
     path, work = Path(path), Path(work_dir)
