@@ -77,6 +77,7 @@ def area_dse(results, platform="spr-hbm", n=16, kernels=TABLE2_KERNELS, measured
         designs = sorted((W, L) for W, L, k in cost if k == loaders)
         points += [AreaPoint(**vars(p), loaders=loaders)
                    for p in explore(plat, kerns, designs, n, cost={wl: cost[(*wl, loaders)] for wl in designs})]
+    points.sort(key=lambda p: p.design)  # a design's loader counts side by side, the fewest first
     unit = "transistors" if results[0].tech == "generic" else "µm²"
     return AreaDse(points, choose(points), best_value(points), measured or {}, platform, n, unit)
 

@@ -62,7 +62,7 @@ def _add_system(p, modes, sweep=False):
     c = p.add_argument_group("campaign")
     c.add_argument("--modes", type=lambda t: t.split(","), default=list(modes), metavar="MODES",
                    help=f"comma-separated invocation modes among {', '.join(MODES)} (default {','.join(modes)})")
-    many = " (comma-separated: one design per count)" if sweep else ""
+    many = ", comma-separated: one design per count" if sweep else ""
     c.add_argument("--loaders", type=number_list(int) if sweep else int, default=[LOADERS] if sweep else LOADERS,
                    help=f"loaders of the PE, {LOADER_CHOICES[0]}..{LOADER_CHOICES[-1]}{many} "
                         f"(default {LOADERS}, the paper's)")
