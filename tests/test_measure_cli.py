@@ -8,10 +8,11 @@ import json
 import pytest
 
 from deca.cli import main
+from deca.hw.generate import top_name
 from deca.sim.measure import campaign as campaign_module
-from deca.sim.measure.campaign import designs
+from deca.sim.measure.campaign import Campaign, designs
 from deca.sim.measure.point import Point
-from deca.sim.measure.records import COLUMNS
+from deca.sim.measure.records import COLUMNS, write_record
 
 
 def fake_record(point, system):
@@ -110,3 +111,29 @@ def test_bad_loader_counts_exit_2_with_one_line(runs, tmp_path, capsys, argv, me
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"deca {argv[0]}: error: ") and message in last
     assert runs == []
+
+
+# The campaign's workers, with the Verilog generation and the simulator replaced (module level: the
+# worker processes find them by name).
+
+
+def fake_generate(W, L, loaders):
+    return f"/fake/{top_name('pe', W, L, loaders)}.v"
+
+
+def fake_simulator(sim, sources, top, test_module, module_dir, *, params, run_name, seed):
+    """What the testbench would be given: a record per point naming the design it ran on."""
+    for fields in params["points"]:
+        write_record(params["out"], {"key": Point(**fields).key, "loaders": params["loaders"], "top": top,
+                                     "verilog": sources[0]})
+
+
+def test_a_campaign_builds_and_runs_each_loader_count_apart(monkeypatch, tmp_path):
+    monkeypatch.setattr(campaign_module, "_generate", fake_generate)
+    monkeypatch.setattr(campaign_module, "run", fake_simulator)
+    points = [Point(8, 4, w, "tepl", n) for n in (2, 3, 4) for w in ("bf8@0.5", "bf8@0.05")]
+    settings = {"system": {}, "tiles": 4, "seed": 1, "sim": "verilator", "code": "test"}
+    records = Campaign(tmp_path, settings).run(points, jobs=2, log=lambda *a: None, engine="python")
+    tops = {2: "deca_pe_w8_l4", 3: "deca_pe_w8_l4_ld3", 4: "deca_pe_w8_l4_ld4"}
+    assert [(r["key"], r["loaders"], r["top"], r["verilog"]) for r in records] == [
+        (p.key, p.loaders, tops[p.loaders], f"/fake/{tops[p.loaders]}.v") for p in points]
