@@ -211,8 +211,8 @@ class Workload:
 
 
 def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS):
-    """The toggles of the PE of the Verilog file ``verilog`` running ``workload`` on Verilator:
-    cached in ``cache_dir`` by the Verilog and the workload (the counts, not the VCD, which can be
+    """The toggles of the PE (W, L, ``loaders``) of the Verilog file ``verilog`` running ``workload``
+    on Verilator: cached in ``cache_dir`` by the Verilog and the workload (the counts, not the VCD, which can be
     gigabytes and is deleted once counted)."""
     verilog, cache_dir = Path(verilog), Path(cache_dir)
     digest = hashlib.sha256(verilog.read_bytes()).hexdigest()[:16]

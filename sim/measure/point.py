@@ -67,7 +67,7 @@ class Point:
         return {"W": self.W, "L": self.L, "workload": self.workload, "mode": self.mode, "loaders": self.loaders}
 
 
-def design_key(W, L, loaders=LOADERS):
+def design_key(W, L, loaders):
     """How keys and file names name a design: W32L8, and W32L8ld3 with another loader count than the
     paper's (as ``deca.hw.generate.top_name`` does)."""
     return f"W{W}L{L}" + (f"ld{loaders}" if loaders != LOADERS else "")
