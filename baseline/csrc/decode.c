@@ -147,50 +147,78 @@ static int64_t decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx512dq,avx512bf16,avx512bitalg,popcnt,bmi2")))
 #define INLINE static inline __attribute__((always_inline))
 
-/* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb), two rows (64 codes) at a time: for codes
- * whose first one starts at bit b0 of byte 0, code k lands in byte k. Qword j gathers the 8 bytes
- * from B_j = (b0 + 8jQ) / 8 on (B_7 + 7 <= 56 < 64), which hold codes 8j..8j+7 (8Q + 7 <= 63 bits);
- * byte k then selects 8 bits at its offset. */
-static uint8_t unpack_perm[8][8][64], unpack_shift[8][8][64];
+/* Byte layouts of a row pair's 64 elements in a register. IDENTITY: element e in byte e. ROWS:
+ * element e = 32h + 8L + j (row h of the pair, 128-bit lane L) in byte 16L + 8h + j, so that
+ * vpunpcklbw / vpunpckhbw of the looked-up low and high bytes give rows r and r + 1 as BF16 words in
+ * order (in-lane unpacks rather than two cross-lane vpermi2b, which share Zen 4's one
+ * 512-bit permute pipe with every other lookup). */
+enum { LAYOUT_IDENTITY = 0, LAYOUT_ROWS = 1 };
 
-static void init_unpack_tables(void) {
-    for (int q = 1; q < 8; q++)
-        for (int b0 = 0; b0 < 8; b0++)
-            for (int k = 0; k < 64; k++) {
-                int j = k >> 3, base = (b0 + 8 * j * q) >> 3;
-                unpack_perm[q][b0][k] = (uint8_t)(base + (k & 7));
-                unpack_shift[q][b0][k] = (uint8_t)(b0 + k * q - 8 * base);
-            }
+static inline int layout_element(int layout, int pos) {
+    return layout == LAYOUT_IDENTITY ? pos : 32 * ((pos >> 3) & 1) + 8 * (pos >> 4) + (pos & 7);
+}
+
+/* Bit unpacking of Q < 8 (vpermb + vpmultishiftqb), two rows (64 codes) at a time: for codes
+ * whose first one starts at bit b0 of byte 0, the code of element e lands in the byte of e's
+ * layout position. Qword J of the result holds 8 consecutive elements 8G..8G+7; it gathers the 8
+ * bytes from B = (b0 + 8GQ) / 8 on (B + 7 <= 56 < 64), which hold them (8Q + 7 <= 63 bits); each
+ * byte then selects 8 bits at its offset. */
+static uint8_t unpack_perm[2][8][8][64], unpack_shift[2][8][8][64];
+
+/* Per layout position: the element's mask byte within the pair (for vpshufb of the pair's mask
+ * qword), the mask bits below the element in that byte, and its own bit. */
+static uint8_t rank_sel[2][64], rank_below[2][64], rank_bit[2][64], rows_perm[64];
+
+static void init_tables(void) {
+    for (int lay = 0; lay < 2; lay++)
+        for (int pos = 0; pos < 64; pos++) {
+            int e = layout_element(lay, pos);
+            rank_sel[lay][pos] = (uint8_t)(e >> 3);
+            rank_below[lay][pos] = (uint8_t)((1 << (e & 7)) - 1);
+            rank_bit[lay][pos] = (uint8_t)(1 << (e & 7));
+            if (lay == LAYOUT_ROWS) rows_perm[pos] = (uint8_t)e;
+            for (int q = 1; q < 8; q++)
+                for (int b0 = 0; b0 < 8; b0++) {
+                    int base = (b0 + 8 * (e >> 3) * q) >> 3;
+                    unpack_perm[lay][q][b0][pos] = (uint8_t)(base + (pos & 7));
+                    unpack_shift[lay][q][b0][pos] = (uint8_t)(b0 + e * q - 8 * base);
+                }
+        }
 }
 
 /* The bytes of a stream from ``byte`` on, up to 64, without reading past its end. */
 AVX512 INLINE __m512i load_stream(const uint8_t *vals, int64_t vlen, int64_t byte) {
-    int64_t avail = vlen - byte;
-    __mmask64 k = avail >= 64 ? ~0ull : avail <= 0 ? 0 : _bzhi_u64(~0ull, (unsigned)avail);
-    return _mm512_maskz_loadu_epi8(k, vals + byte);
+    int64_t avail = vlen - byte;  /* >= 0: the stream checks passed. Branch-free: sparse tiles end anywhere. */
+    return _mm512_maskz_loadu_epi8(_bzhi_u64(~0ull, (unsigned)(avail < 64 ? avail : 64)), vals + byte);
 }
 
-/* 64 consecutive Q-bit codes (Q < 8) from stream bit bp, one per byte. */
-AVX512 INLINE __m512i unpack64(const uint8_t *vals, int64_t vlen, int64_t bp, int q) {
+/* 64 consecutive Q-bit codes (Q < 8) from stream bit bp, one per byte, in ``layout``. */
+AVX512 INLINE __m512i unpack64(const uint8_t *vals, int64_t vlen, int64_t bp, int q, int layout) {
     __m512i data = load_stream(vals, vlen, bp >> 3);
     int b0 = (int)(bp & 7);
-    __m512i perm = _mm512_loadu_si512(unpack_perm[q][b0]);
-    __m512i shift = _mm512_loadu_si512(unpack_shift[q][b0]);
+    __m512i perm = _mm512_loadu_si512(unpack_perm[layout][q][b0]);
+    __m512i shift = _mm512_loadu_si512(unpack_shift[layout][q][b0]);
     __m512i codes = _mm512_multishift_epi64_epi8(shift, _mm512_permutexvar_epi8(perm, data));
     return _mm512_and_si512(codes, _mm512_set1_epi8((char)((1 << q) - 1)));
 }
 
-/* The LUT split into low and high bytes, 64 entries per register; word interleave indices. */
+/* The LUT split into low and high bytes, 64 entries per register; word interleave indices of
+ * the identity layout. ``symmetric``: entry c + 128 is entry c with the sign flipped (E5M2, E4M3),
+ * so Q = 8 looks up the 7-bit magnitude (vpermi2b ignores index bit 7) and ORs the sign in. */
 typedef struct {
     __m512i lo[4], hi[4], inter0, inter1;
+    int symmetric;
 } lut_regs;
 
 AVX512 static void load_lut(const deca_cfg *cfg, int daz, lut_regs *L) {
     uint8_t lo[256], hi[256], i0[64], i1[64];
+    uint16_t v[256];
+    L->symmetric = 1;
     for (int i = 0; i < 256; i++) {
-        uint16_t v = cfg->lut[i];
-        if (daz && !(v & 0x7F80)) v &= 0x8000;  /* the scaler reads zero-exponent inputs as zero */
-        lo[i] = (uint8_t)v; hi[i] = (uint8_t)(v >> 8);
+        v[i] = cfg->lut[i];
+        if (daz && !(v[i] & 0x7F80)) v[i] &= 0x8000;  /* the scaler reads zero-exponent inputs as zero */
+        lo[i] = (uint8_t)v[i]; hi[i] = (uint8_t)(v[i] >> 8);
+        if (i >= 128 && v[i] != (v[i - 128] ^ 0x8000)) L->symmetric = 0;
     }
     for (int i = 0; i < 4; i++) {
         L->lo[i] = _mm512_loadu_si512(lo + 64 * i);
@@ -204,24 +232,34 @@ AVX512 static void load_lut(const deca_cfg *cfg, int daz, lut_regs *L) {
     L->inter1 = _mm512_loadu_si512(i1);
 }
 
-/* LUT lookup of 64 byte codes (two rows): BF16 words of row 0 in *w0 and row 1 in *w1. */
-AVX512 INLINE void lookup(const lut_regs *L, int q, __m512i idx, __m512i *w0, __m512i *w1) {
+/* LUT lookup of 64 byte codes (two rows in ``layout``), zero where ``keep`` is 0 (where the codes
+ * must be 0 too): BF16 words of row 0 in *w0 and row 1 in *w1. */
+AVX512 INLINE void lookup(const lut_regs *L, int q, int layout, __mmask64 keep, __m512i idx, __m512i *w0, __m512i *w1) {
     __m512i lo, hi;
     if (q <= 6) {
-        lo = _mm512_permutexvar_epi8(idx, L->lo[0]);
-        hi = _mm512_permutexvar_epi8(idx, L->hi[0]);
+        lo = _mm512_maskz_permutexvar_epi8(keep, idx, L->lo[0]);
+        hi = _mm512_maskz_permutexvar_epi8(keep, idx, L->hi[0]);
     } else if (q == 7) {
-        lo = _mm512_permutex2var_epi8(L->lo[0], idx, L->lo[1]);
-        hi = _mm512_permutex2var_epi8(L->hi[0], idx, L->hi[1]);
+        lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
+        hi = _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]);
+    } else if (L->symmetric) {
+        lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
+        hi = _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]);
+        hi = _mm512_ternarylogic_epi32(hi, idx, _mm512_set1_epi8((char)0x80), 0xF8);  /* hi | idx & 0x80 */
     } else {
         __mmask64 top = _mm512_movepi8_mask(idx);
-        lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L->lo[0], idx, L->lo[1]),
-                                    _mm512_permutex2var_epi8(L->lo[2], idx, L->lo[3]));
-        hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L->hi[0], idx, L->hi[1]),
-                                    _mm512_permutex2var_epi8(L->hi[2], idx, L->hi[3]));
+        lo = _mm512_mask_blend_epi8(top, _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]),
+                                    _mm512_maskz_permutex2var_epi8(keep, L->lo[2], idx, L->lo[3]));
+        hi = _mm512_mask_blend_epi8(top, _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]),
+                                    _mm512_maskz_permutex2var_epi8(keep, L->hi[2], idx, L->hi[3]));
     }
-    *w0 = _mm512_permutex2var_epi8(lo, L->inter0, hi);
-    *w1 = _mm512_permutex2var_epi8(lo, L->inter1, hi);
+    if (layout == LAYOUT_ROWS) {
+        *w0 = _mm512_unpacklo_epi8(lo, hi);
+        *w1 = _mm512_unpackhi_epi8(lo, hi);
+    } else {
+        *w0 = _mm512_permutex2var_epi8(lo, L->inter0, hi);
+        *w1 = _mm512_permutex2var_epi8(lo, L->inter1, hi);
+    }
 }
 
 /* Float32 products -> rounded dwords whose high word is the BF16 result. Nearest-even on the
@@ -345,57 +383,96 @@ typedef struct {
     int bf16ins;  /* use AVX512_BF16's vcvtne2ps2bf16 */
 } decode_args;
 
-/* Sparse expansion state of a tile: vpexpandb of a row pair's 64 codes by its mask is done as a
- * vpermb by each lane's rank among the set bits, rank(e) = popcount(m & (2^e - 1)): the set bits
- * of byte e/8 below bit e%8 (BITALG byte popcount) plus those of the pair's bytes before it (a
- * prefix sum of the tile's byte popcounts by vpmullq). Measured faster than vpexpandb on Zen 4. */
+/* Sparse expansion of a row pair without vpexpandb (on Zen 4 it holds the permute pipe for
+ * several cycles): a vpermb of the pair's stored codes by each element's rank among the set mask
+ * bits, rank(e) = popcount(m & (2^e - 1)) = the set bits of byte e/8 below bit e%8 plus those of
+ * the pair's bytes before it. Both come from in-lane vpshufb of the pair's mask qword and of its
+ * byte-prefix qword (computed once per tile), broadcast from memory, so only the final vpermb
+ * uses the permute pipe. The rank is in the byte of the element's layout position. */
 typedef struct {
-    __m512i mask, before, sel;  /* the tile's 64 mask bytes; per byte, set bits before it in its
-                                   qword (row pair); bytes of the current pair's qword per lane */
-} expander;
+    __m512i sel, below, bit, rows;  /* rows: element of each rows-layout position (dense Q = 8) */
+} rank_regs;
 
-AVX512 INLINE expander expander_of_tile(const uint8_t *mask) {
-    const __m512i byte_of = _mm512_set_epi64(0x0707070707070707ll, 0x0606060606060606ll, 0x0505050505050505ll,
-                                             0x0404040404040404ll, 0x0303030303030303ll, 0x0202020202020202ll,
-                                             0x0101010101010101ll, 0);
-    expander x;
-    x.mask = _mm512_loadu_si512(mask);
-    x.before = _mm512_slli_epi64(_mm512_mullo_epi64(_mm512_popcnt_epi8(x.mask),
-                                                    _mm512_set1_epi64(0x0101010101010101ll)), 8);
-    x.sel = byte_of;
+AVX512 INLINE rank_regs rank_regs_of(int layout) {
+    rank_regs x = {_mm512_loadu_si512(rank_sel[layout]), _mm512_loadu_si512(rank_below[layout]),
+                   _mm512_loadu_si512(rank_bit[layout]), _mm512_loadu_si512(rows_perm)};
     return x;
 }
 
-/* The next row pair's 64 codes expanded by its mask m (zero where m is 0). */
-AVX512 INLINE __m512i expand_pair(expander *x, __mmask64 m, __m512i data) {
-    const __m512i below = _mm512_set1_epi64(0x7F3F1F0F07030100ll);  /* 2^(e%8) - 1 */
-    __m512i own = _mm512_popcnt_epi8(_mm512_and_si512(_mm512_permutexvar_epi8(x->sel, x->mask), below));
-    __m512i rank = _mm512_add_epi8(own, _mm512_permutexvar_epi8(x->sel, x->before));
-    x->sel = _mm512_add_epi8(x->sel, _mm512_set1_epi8(8));
-    return _mm512_maskz_permutexvar_epi8(m, rank, data);
+/* Per mask byte of a tile, the set bits of its row pair's bytes before it. */
+AVX512 INLINE void tile_prefix(const uint8_t *mask, uint64_t before[8]) {
+    __m512i counts = _mm512_popcnt_epi8(_mm512_loadu_si512(mask));
+    _mm512_storeu_si512(before, _mm512_slli_epi64(_mm512_mullo_epi64(counts, _mm512_set1_epi64(0x0101010101010101ll)), 8));
 }
 
-/* Codes of two rows (64 elements, mask m) as bytes, zero where the mask is 0; advances the bit
- * position. The stored codes of consecutive rows are consecutive in the stream, so one load and
- * one expansion serve both rows. */
-AVX512 INLINE __m512i pair_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, __mmask64 m, int q, int sparse,
-                                 expander *x) {
-    __m512i c = q == 8 ? load_stream(vals, vlen, *bp >> 3) : unpack64(vals, vlen, *bp, q);
-    if (sparse) c = expand_pair(x, m, c);
-    *bp += q * (int64_t)(sparse ? _mm_popcnt_u64(m) : 64);
+AVX512 INLINE __m512i broadcast_qword(const void *p) {
+    return _mm512_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)p));
+}
+
+/* Ranks of pair p's elements and (*present) its mask bits, both in the layout of ``x``. */
+AVX512 INLINE __m512i pair_ranks(const rank_regs *x, const uint8_t *mask, const uint64_t *before, int p,
+                                 __mmask64 *present) {
+    __m512i bytes = _mm512_shuffle_epi8(broadcast_qword(mask + 8 * p), x->sel);
+    *present = _mm512_test_epi8_mask(bytes, x->bit);
+    __m512i own = _mm512_popcnt_epi8(_mm512_and_si512(bytes, x->below));
+    return _mm512_add_epi8(own, _mm512_shuffle_epi8(broadcast_qword(before + p), x->sel));
+}
+
+/* Codes of row pair p (64 elements) as bytes in ``layout``, zero where the mask is 0 (*present);
+ * advances the bit position. The stored codes of consecutive rows are consecutive in the stream,
+ * so one load and one expansion serve both rows. Dense Q = 8 in the rows layout costs one vpermb. */
+AVX512 INLINE __m512i pair_codes(const uint8_t *vals, int64_t vlen, int64_t *bp, int q, int sparse, int layout,
+                                 const rank_regs *x, const uint8_t *mask, const uint64_t *before, int p,
+                                 __mmask64 *present) {
+    __m512i c;
+    *present = ~0ull;
+    if (sparse) {
+        __m512i rank = pair_ranks(x, mask, before, p, present);
+        c = q == 8 ? load_stream(vals, vlen, *bp >> 3) : unpack64(vals, vlen, *bp, q, LAYOUT_IDENTITY);
+        c = _mm512_maskz_permutexvar_epi8(*present, rank, c);
+        uint64_t m;
+        memcpy(&m, mask + 8 * p, 8);
+        *bp += q * (int64_t)_mm_popcnt_u64(m);
+    } else {
+        if (q == 8) {
+            c = _mm512_loadu_si512(vals + (*bp >> 3));  /* dense Q = 8 tiles are exactly 512 bytes */
+            if (layout == LAYOUT_ROWS) c = _mm512_permutexvar_epi8(x->rows, c);
+        } else c = unpack64(vals, vlen, *bp, q, layout);
+        *bp += 64 * q;
+    }
     return c;
 }
 
-/* Raw BF16 values of one row (Q = 16), read as zero-exponent = zero when they will be scaled. */
-AVX512 INLINE __m512i row_bf16(const uint8_t *vals, int64_t *bp, __mmask32 m, int sparse, int daz) {
-    __m512i w = sparse ? _mm512_maskz_expand_epi16(m, _mm512_maskz_loadu_epi16(
-                             (__mmask32)_bzhi_u32(0xFFFFFFFFu, _mm_popcnt_u32(m)), vals + (*bp >> 3)))
-                       : _mm512_loadu_si512(vals + (*bp >> 3));
-    *bp += 16 * (int64_t)(sparse ? _mm_popcnt_u32(m) : 32);
-    if (daz)
-        w = _mm512_mask_mov_epi16(w, _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x7F80)),
-                                  _mm512_and_si512(w, _mm512_set1_epi16((short)0x8000)));
-    return w;
+/* Raw BF16 values of row pair p (Q = 16), read as zero-exponent = zero when they will be scaled.
+ * Sparse: the pair's stored words (at most 64, two loads) permuted by rank (vpermi2w), the ranks
+ * widened to words by unpacking their rows layout with zeros. */
+AVX512 INLINE void pair_bf16(const uint8_t *vals, int64_t vlen, int64_t *bp, int sparse, int daz, const rank_regs *x,
+                             const uint8_t *mask, const uint64_t *before, int p, __m512i *w0, __m512i *w1) {
+    const uint8_t *v = vals + (*bp >> 3);
+    if (sparse) {
+        __mmask64 present;
+        __m512i rank = pair_ranks(x, mask, before, p, &present);
+        int64_t avail = vlen - (*bp >> 3);
+        __m512i d0 = _mm512_maskz_loadu_epi8(_bzhi_u64(~0ull, (unsigned)(avail < 64 ? avail : 64)), v);
+        avail -= 64;
+        __m512i d1 = _mm512_maskz_loadu_epi8(_bzhi_u64(~0ull, (unsigned)(avail < 0 ? 0 : avail < 64 ? avail : 64)), v + 64);
+        uint32_t m0, m1;
+        memcpy(&m0, mask + 8 * p, 4);
+        memcpy(&m1, mask + 8 * p + 4, 4);
+        *w0 = _mm512_maskz_permutex2var_epi16(m0, d0, _mm512_unpacklo_epi8(rank, _mm512_setzero_si512()), d1);
+        *w1 = _mm512_maskz_permutex2var_epi16(m1, d0, _mm512_unpackhi_epi8(rank, _mm512_setzero_si512()), d1);
+        *bp += 16 * (int64_t)(_mm_popcnt_u32(m0) + _mm_popcnt_u32(m1));
+    } else {
+        *w0 = _mm512_loadu_si512(v);
+        *w1 = _mm512_loadu_si512(v + 64);
+        *bp += 1024;
+    }
+    if (daz) {
+        *w0 = _mm512_mask_mov_epi16(*w0, _mm512_testn_epi16_mask(*w0, _mm512_set1_epi16(0x7F80)),
+                                    _mm512_and_si512(*w0, _mm512_set1_epi16((short)0x8000)));
+        *w1 = _mm512_mask_mov_epi16(*w1, _mm512_testn_epi16_mask(*w1, _mm512_set1_epi16(0x7F80)),
+                                    _mm512_and_si512(*w1, _mm512_set1_epi16((short)0x8000)));
+    }
 }
 
 /* scale_mul of 32 BF16 words: lanes 0-15 by scale s0, lanes 16-31 by scale s1. */
@@ -424,8 +501,8 @@ AVX512 INLINE __m512i lut_pair(int fmt, __m512i lut16, __mmask32 knz, __m512i k7
     return scale_lut(lutf, sf[sa], sf[sa + 1], bf16ins, slow);
 }
 
-AVX512 INLINE void store_row(uint16_t *o, __m512i v, __mmask32 m, int sparse) {
-    _mm512_storeu_si512(o, sparse ? _mm512_maskz_mov_epi16(m, v) : v);
+AVX512 INLINE void store_row(uint16_t *o, __m512i v, __mmask32 m, int zero_absent) {
+    _mm512_storeu_si512(o, zero_absent ? _mm512_maskz_mov_epi16(m, v) : v);
 }
 
 /* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
@@ -464,14 +541,27 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
     int safe_lo = 1, safe_hi = 0;
     /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
     if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
+    /* Word-indexed LUT paths (Q <= 4 scaled) need codes in element order; byte LUTs take the rows
+     * layout except dense Q = 8 with a LUT that is not sign-symmetric (its lookup already costs
+     * four vpermi2b, so the interleave stays two vpermi2b rather than one more vpermb). */
+    const int layout = (q <= 4 && fmt != SCALE_NONE) || (q == 8 && !sparse && !L.symmetric) ? LAYOUT_IDENTITY
+                     : LAYOUT_ROWS;
+    const rank_regs rx = rank_regs_of(q == 16 ? LAYOUT_ROWS : layout);
+    /* Locals: the stores through uint16_t * would otherwise make the compiler reload *a. */
+    const int64_t ntiles = a->ntiles, tile_cols = a->tile_cols, rs = a->row_stride;
+    const uint8_t *const values = a->values, *const masks = a->masks, *const scales = a->scales;
+    const int64_t *const val_off = a->val_off, *const block_of_tile = a->block_of_tile;
+    uint16_t *const out = a->out;
+    int64_t slow_tiles = 0, bad = 0;
+    uint64_t before[8] __attribute__((aligned(64)));
 
-    for (int64_t t = 0; t < a->ntiles; t++) {
-        const uint8_t *vals = a->values + a->val_off[t];
-        const int64_t vlen = a->val_off[t + 1] - a->val_off[t];
-        const uint8_t *mask = sparse ? a->masks + 64 * t : NULL;
-        const uint8_t *sc = fmt ? a->scales + a->block_of_tile[t] * scale_len : NULL;
-        if (check_stream(cfg, vals, vlen, mask) < 0) return t + 1;
-        uint16_t *o = tile_out(a->out, t, a->tile_cols, a->row_stride);
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *vals = values + val_off[t];
+        const int64_t vlen = val_off[t + 1] - val_off[t];
+        const uint8_t *mask = sparse ? masks + 64 * t : NULL;
+        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
+        if (check_stream(cfg, vals, vlen, mask) < 0) { bad = t + 1; break; }
+        uint16_t *o = tile_out(out, t, tile_cols, rs);
         int fast_e8m0 = 0, slow = 0;
         float sf[32];
         __m512i k7all = _mm512_setzero_si512();  /* E8M0: (x - 127) << 7 of every scale x of the tile */
@@ -484,14 +574,14 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                                    | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
             fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
             k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
-            a->stats->slow_tiles += !fast_e8m0;
+            slow_tiles += !fast_e8m0;
         } else if (fmt != SCALE_NONE) {
             for (int h = 0; h < nscales; h += 16)
                 _mm512_storeu_ps(sf + h, fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h));
         }
+        if (sparse) tile_prefix(mask, before);
         int64_t bp = 0;
-        expander ex;
-        if (sparse && q <= 8) ex = expander_of_tile(mask);
+#pragma GCC unroll 8
         for (int r = 0; r < 16; r += 2) {
             __mmask32 m0 = 0xFFFFFFFFu, m1 = 0xFFFFFFFFu;
             __m512i w0, w1;
@@ -503,7 +593,9 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                 __m512i lo = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
                 __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), _mm512_set1_epi16(0x0F));
                 if (check_codes && (_mm512_cmpge_epu16_mask(lo, _mm512_set1_epi16((short)cfg->lut_size))
-                                    | _mm512_cmpge_epu16_mask(hi, _mm512_set1_epi16((short)cfg->lut_size)))) return t + 1;
+                                    | _mm512_cmpge_epu16_mask(hi, _mm512_set1_epi16((short)cfg->lut_size)))) {
+                    bad = t + 1; break;
+                }
                 lo = _mm512_or_si512(lo, nib_half);
                 hi = _mm512_or_si512(hi, nib_half);
                 __m512i even, odd;
@@ -520,17 +612,17 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                     odd = _mm512_permutex2var_epi16(lut0, hi, lut1);
                 }
                 sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
-                _mm512_storeu_si512(o + r * a->row_stride, _mm512_unpacklo_epi16(even, odd));
-                _mm512_storeu_si512(o + (r + 1) * a->row_stride, _mm512_unpackhi_epi16(even, odd));
+                _mm512_storeu_si512(o + r * rs, _mm512_unpacklo_epi16(even, odd));
+                _mm512_storeu_si512(o + (r + 1) * rs, _mm512_unpackhi_epi16(even, odd));
                 continue;
             }
             if (q == 16) {
-                w0 = row_bf16(vals, &bp, m0, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
-                w1 = row_bf16(vals, &bp, m1, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+                pair_bf16(vals, vlen, &bp, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3, &rx, mask, before, r / 2,
+                          &w0, &w1);
             } else {
-                __mmask64 m = (__mmask64)m0 | (__mmask64)m1 << 32;
-                __m512i c = pair_codes(vals, vlen, &bp, m, q, sparse, &ex);
-                if (check_codes && _mm512_mask_cmpge_epu8_mask(m, c, lut_size)) return t + 1;
+                __mmask64 present;
+                __m512i c = pair_codes(vals, vlen, &bp, q, sparse, layout, &rx, mask, before, r / 2, &present);
+                if (check_codes && _mm512_mask_cmpge_epu8_mask(present, c, lut_size)) { bad = t + 1; break; }
                 if (q <= 4 && fmt != SCALE_NONE) {
                     /* At most 16 LUT entries: scale the LUT (twice, into the two halves of a register)
                      * rather than the elements, and look the codes up as words with vpermw. */
@@ -550,20 +642,24 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                         w0 = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, hi), lut0);
                         w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, hi), lut1);
                     }
-                    store_row(o + r * a->row_stride, w0, m0, sparse);
-                    store_row(o + (r + 1) * a->row_stride, w1, m1, sparse);
+                    store_row(o + r * rs, w0, m0, sparse);
+                    store_row(o + (r + 1) * rs, w1, m1, sparse);
                     continue;
                 }
-                lookup(&L, q, c, &w0, &w1);
+                lookup(&L, q, layout, present, c, &w0, &w1);
             }
+            /* Absent elements are zero already; scaling could make NaN of them (0 x Inf). */
+            const int zero_absent = sparse && fmt != SCALE_NONE;
             int s0 = g == 32 ? r : 2 * r, s1 = g == 32 ? r : 2 * r + 1;
-            store_row(o + r * a->row_stride, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m0, sparse);
+            store_row(o + r * rs, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m0, zero_absent);
             s0 = g == 32 ? r + 1 : 2 * r + 2, s1 = g == 32 ? r + 1 : 2 * r + 3;
-            store_row(o + (r + 1) * a->row_stride, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m1, sparse);
+            store_row(o + (r + 1) * rs, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m1, zero_absent);
         }
-        a->stats->slow_tiles += slow;
+        if (bad) break;
+        slow_tiles += slow;
     }
-    return 0;
+    a->stats->slow_tiles += slow_tiles;
+    return bad;
 }
 
 #define FMT_CASES(Q, SP) \
@@ -624,7 +720,7 @@ int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t
 #if DECA_X86
         static int tables_ready;
         if (!deca_have_avx512()) return -1;
-        if (!tables_ready) { init_unpack_tables(); tables_ready = 1; }
+        if (!tables_ready) { init_tables(); tables_ready = 1; }
         int bf16ins = path == PATH_AVX512 && __builtin_cpu_supports("avx512bf16");
         decode_args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats,
                          bf16ins};
