@@ -169,7 +169,12 @@ static uint8_t unpack_perm[2][8][8][64], unpack_shift[2][8][8][64];
  * qword), the mask bits below the element in that byte, and its own bit. */
 static uint8_t rank_sel[2][64], rank_below[2][64], rank_bit[2][64], rows_perm[64];
 
+/* Scale indices of a scaled LUT pair: words 0-15 scale s, words 16-31 scale s + 1. */
+static uint16_t scale_pair_idx[32][32];
+
 static void init_tables(void) {
+    for (int s = 0; s < 32; s++)
+        for (int i = 0; i < 32; i++) scale_pair_idx[s][i] = (uint16_t)(s + (i >= 16));
     for (int lay = 0; lay < 2; lay++)
         for (int pos = 0; pos < 64; pos++) {
             int e = layout_element(lay, pos);
@@ -290,12 +295,13 @@ AVX512 INLINE __m512i high_words(__m512i x, __m512i y) {
 /* scale_mul of 32 BF16 words (DAZ already applied) by two float scales (lanes 0-15, 16-31).
  * Even and odd words become float32 in place (shift / mask). With AVX512_BF16, vcvtne2ps2bf16
  * rounds exactly as scale_mul unless a product is NaN or below 2^-126 (it flushes those): such
- * rare rows take the bitwise rounding and set *slow. */
-AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1, int bf16ins, int *slow) {
+ * rare rows take the bitwise rounding and set *slow. ``safe``: the tile's scales cannot make such
+ * products (scales_safe), so the check is skipped. */
+AVX512 INLINE __m512i mul_round(__m512i v, __m512 s0, __m512 s1, int bf16ins, int safe, int *slow) {
     __m512 s = _mm512_mask_blend_ps(0xFF00, s0, s1);  /* dword j holds words 2j, 2j+1 */
     __m512 pe = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), s);
     __m512 po = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), s);
-    __mmask16 special = _mm512_fpclass_ps_mask(pe, 0xA1) | _mm512_fpclass_ps_mask(po, 0xA1);
+    __mmask16 special = safe ? 0 : _mm512_fpclass_ps_mask(pe, 0xA1) | _mm512_fpclass_ps_mask(po, 0xA1);
     if (bf16ins && !special) {
         /* [even results | odd results] -> interleaved back */
         const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
@@ -329,9 +335,31 @@ AVX512 INLINE __m512 e4m3_scales(const uint8_t *sc) {
 /* The LUT (16 float entries, DAZ) times scale a in words 0-15 and times scale b in words 16-31.
  * With AVX512_BF16, vcvtne2ps2bf16 rounds exactly as scale_mul when no product is NaN or below
  * 2^-126 (it flushes those); such rare products take the bitwise path and set *slow. */
-AVX512 INLINE __m512i scale_lut(__m512 lutf, float a, float b, int bf16ins, int *slow) {
+
+/* The smallest nonzero magnitude of a LUT's entries (DAZ), or -1 when one is Inf or NaN. */
+static float lut_min_magnitude(const deca_cfg *cfg) {
+    float vmin = 0;
+    for (int i = 0; i < cfg->lut_size; i++) {
+        uint16_t v = cfg->lut[i] & 0x7FFF;
+        if (v >= 0x7F80) return -1;
+        if (v & 0x7F80) { float f = bits_f32((uint32_t)v << 16); if (vmin == 0 || f < vmin) vmin = f; }
+    }
+    return vmin;
+}
+
+/* 1 when no product of a LUT entry and one of these 16 float scales (DAZ) is NaN or nonzero below
+ * 2^-126: every scale is finite and zero or at least 2^-126 / vmin (checked by the product
+ * |s| vmin, exact: two 8-bit significands). vmin < 0 (a LUT with Inf or NaN): never. */
+AVX512 INLINE int scales_safe(__m512 s, float vmin) {
+    __m512 t = _mm512_mul_ps(_mm512_abs_ps(s), _mm512_set1_ps(vmin));
+    __mmask16 bad = _mm512_fpclass_ps_mask(s, 0x99)  /* NaN, Inf */
+                  | (_mm512_cmp_ps_mask(t, _mm512_set1_ps(0x1p-126f), _CMP_LT_OQ)
+                     & _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_NEQ_UQ));
+    return vmin >= 0 && !bad;
+}
+AVX512 INLINE __m512i scale_lut(__m512 lutf, float a, float b, int bf16ins, int safe, int *slow) {
     __m512 pa = _mm512_mul_ps(lutf, _mm512_set1_ps(a)), pb = _mm512_mul_ps(lutf, _mm512_set1_ps(b));
-    __mmask16 special = _mm512_fpclass_ps_mask(pa, 0xA1) | _mm512_fpclass_ps_mask(pb, 0xA1);
+    __mmask16 special = safe ? 0 : _mm512_fpclass_ps_mask(pa, 0xA1) | _mm512_fpclass_ps_mask(pb, 0xA1);
     if (bf16ins && !special) return (__m512i)_mm512_cvtne2ps_pbh(pb, pa);
     *slow |= special != 0;
     return high_words(round_dwords(pa), round_dwords(pb));
@@ -477,7 +505,7 @@ AVX512 INLINE void pair_bf16(const uint8_t *vals, int64_t vlen, int64_t *bp, int
 
 /* scale_mul of 32 BF16 words: lanes 0-15 by scale s0, lanes 16-31 by scale s1. */
 AVX512 INLINE __m512i scale_words(__m512i v, int fmt, const uint8_t *sc, const float *sf, int s0, int s1, int fast_e8m0,
-                                  int bf16ins, int *slow) {
+                                  int bf16ins, int safe, int *slow) {
     if (fmt == SCALE_E8M0) {
         int x0 = sc[s0], x1 = sc[s1];
         __m512i k7 = two_halves((x0 - 127) << 7, (x1 - 127) << 7);
@@ -486,19 +514,20 @@ AVX512 INLINE __m512i scale_words(__m512i v, int fmt, const uint8_t *sc, const f
         return e8m0_exact(v, two_halves(x0 - 127, x1 - 127), k7,
                           (x0 == 0xFF ? 0xFFFFu : 0) | (x1 == 0xFF ? 0xFFFF0000u : 0));
     }
-    if (fmt != SCALE_NONE) return mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]), bf16ins, slow);
+    if (fmt != SCALE_NONE) return mul_round(v, _mm512_set1_ps(sf[s0]), _mm512_set1_ps(sf[s1]), bf16ins, safe, slow);
     return v;
 }
 
 /* The 16-entry LUT times scales sa (words 0-15) and sa + 1 (words 16-31), for Q <= 4. The fast
  * E8M0 path adds the scales' exponents, picked from k7all by sidx, to the nonzero-exponent entries. */
 AVX512 INLINE __m512i lut_pair(int fmt, __m512i lut16, __mmask32 knz, __m512i k7all, __m512i sidx, __m512 lutf,
-                               const uint8_t *sc, const float *sf, int sa, int fast_e8m0, int bf16ins, int *slow) {
+                               const uint8_t *sc, const float *sf, int sa, int fast_e8m0, int bf16ins, int safe,
+                               int *slow) {
     if (fmt == SCALE_E8M0) {
-        if (fast_e8m0) return _mm512_mask_add_epi16(lut16, knz, lut16, _mm512_permutexvar_epi16(sidx, k7all));
-        return scale_words(lut16, fmt, sc, sf, sa, sa + 1, 0, bf16ins, slow);
+        if (fast_e8m0) return _mm512_add_epi16(lut16, _mm512_maskz_permutexvar_epi16(knz, sidx, k7all));
+        return scale_words(lut16, fmt, sc, sf, sa, sa + 1, 0, bf16ins, 0, slow);
     }
-    return scale_lut(lutf, sf[sa], sf[sa + 1], bf16ins, slow);
+    return scale_lut(lutf, sf[sa], sf[sa + 1], bf16ins, safe, slow);
 }
 
 AVX512 INLINE void store_row(uint16_t *o, __m512i v, __mmask32 m, int zero_absent) {
@@ -522,25 +551,13 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
         lut2[i] = fmt == SCALE_NONE || (v & 0x7F80) ? v : v & 0x8000;
     }
     const __m512i lut16 = _mm512_loadu_si512(lut2);
-    /* Dense Q = 4: word p = 8L + j of a row pair (lane L, j < 4: row r, else row r + 1) takes the
-     * byte holding elements 8L + 2k, 8L + 2k + 1 (k = j mod 4) of its row; after the even and odd
-     * nibbles are looked up, vpunpcklwd / vpunpckhwd interleave them back into rows r and r + 1.
-     * ``nib_sel`` adds the LUT-half bits: bit 4 picks the scale of the row (g = 32) or of columns
-     * 16-31 (g = 16), bit 5 row r + 1's LUT register (g = 16). */
-    uint8_t nib_src[64];
-    uint16_t nib_sel[32];
-    for (int p = 0; p < 32; p++) {
-        int L = p >> 3, j = p & 7, row1 = j >= 4;
-        nib_src[2 * p] = nib_src[2 * p + 1] = (uint8_t)(16 * row1 + 4 * L + (j & 3));
-        nib_sel[p] = (uint16_t)(g == 32 ? 16 * row1 : 16 * (L >= 2) + 32 * row1);
-    }
-    const __m512i nib_perm = _mm512_loadu_si512(nib_src), nib_half = _mm512_loadu_si512(nib_sel);
     const __m512 lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
     const int bf16ins = a->bf16ins;
     const __mmask32 knz = _mm512_test_epi16_mask(lut16, _mm512_set1_epi16(0x7F80));  /* nonzero exponents */
     int safe_lo = 1, safe_hi = 0;
     /* Q = 16 takes its values from the stream, so the fast E8M0 path never applies. */
     if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
+    const float vmin = lut_min_magnitude(cfg);
     /* Word-indexed LUT paths (Q <= 4 scaled) need codes in element order; byte LUTs take the rows
      * layout except dense Q = 8 with a LUT that is not sign-symmetric (its lookup already costs
      * four vpermi2b, so the interleave stays two vpermi2b rather than one more vpermb). */
@@ -562,7 +579,7 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
         const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
         if (check_stream(cfg, vals, vlen, mask) < 0) { bad = t + 1; break; }
         uint16_t *o = tile_out(out, t, tile_cols, rs);
-        int fast_e8m0 = 0, slow = 0;
+        int fast_e8m0 = 0, slow = 0, safe = 0;
         float sf[32];
         __m512i k7all = _mm512_setzero_si512();  /* E8M0: (x - 127) << 7 of every scale x of the tile */
         /* Scale indices of a row pair's scaled LUT: the first scale in words 0-15, the next in 16-31. */
@@ -576,8 +593,12 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
             k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
             slow_tiles += !fast_e8m0;
         } else if (fmt != SCALE_NONE) {
-            for (int h = 0; h < nscales; h += 16)
-                _mm512_storeu_ps(sf + h, fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h));
+            safe = q <= 8;  /* Q = 16 scales values from the stream, not from the LUT */
+            for (int h = 0; h < nscales; h += 16) {
+                __m512 f = fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h);
+                _mm512_storeu_ps(sf + h, f);
+                if (q <= 8) safe &= scales_safe(f, vmin);
+            }
         }
         if (sparse) tile_prefix(mask, before);
         int64_t bp = 0;
@@ -586,36 +607,6 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
             __mmask32 m0 = 0xFFFFFFFFu, m1 = 0xFFFFFFFFu;
             __m512i w0, w1;
             if (sparse) { memcpy(&m0, mask + 4 * r, 4); memcpy(&m1, mask + 4 * r + 4, 4); }
-            if (q == 4 && !sparse) {
-                __m512i bytes = _mm512_permutexvar_epi8(nib_perm, _mm512_castsi256_si512(
-                    _mm256_loadu_si256((const __m256i *)(vals + (bp >> 3)))));
-                bp += 256;
-                __m512i lo = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
-                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), _mm512_set1_epi16(0x0F));
-                if (check_codes && (_mm512_cmpge_epu16_mask(lo, _mm512_set1_epi16((short)cfg->lut_size))
-                                    | _mm512_cmpge_epu16_mask(hi, _mm512_set1_epi16((short)cfg->lut_size)))) {
-                    bad = t + 1; break;
-                }
-                lo = _mm512_or_si512(lo, nib_half);
-                hi = _mm512_or_si512(hi, nib_half);
-                __m512i even, odd;
-                if (fmt == SCALE_NONE || g == 32) {
-                    __m512i lut = fmt == SCALE_NONE ? lut16
-                                : lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, r, fast_e8m0, bf16ins, &slow);
-                    even = _mm512_permutexvar_epi16(lo, lut);
-                    odd = _mm512_permutexvar_epi16(hi, lut);
-                } else {
-                    __m512i lut0 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r, fast_e8m0, bf16ins, &slow);
-                    sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
-                    __m512i lut1 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r + 2, fast_e8m0, bf16ins, &slow);
-                    even = _mm512_permutex2var_epi16(lut0, lo, lut1);
-                    odd = _mm512_permutex2var_epi16(lut0, hi, lut1);
-                }
-                sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
-                _mm512_storeu_si512(o + r * rs, _mm512_unpacklo_epi16(even, odd));
-                _mm512_storeu_si512(o + (r + 1) * rs, _mm512_unpackhi_epi16(even, odd));
-                continue;
-            }
             if (q == 16) {
                 pair_bf16(vals, vlen, &bp, sparse, fmt == SCALE_BF16 || fmt == SCALE_E4M3, &rx, mask, before, r / 2,
                           &w0, &w1);
@@ -629,15 +620,15 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                     __m512i i0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(c));
                     __m512i i1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(c, 1));
                     if (g == 32) {  /* one scale per row: row r in lanes 0-15, row r+1 in 16-31 */
-                        __m512i lut = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, r, fast_e8m0, bf16ins, &slow);
+                        __m512i lut = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, r, fast_e8m0, bf16ins, safe, &slow);
                         w0 = _mm512_permutexvar_epi16(i0, lut);
                         w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, _mm512_set1_epi16(16)), lut);
                         sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
                     } else {  /* two scales per row: columns 16-31 look up the upper half */
                         __m512i hi = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(16));
-                        __m512i lut0 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r, fast_e8m0, bf16ins, &slow);
+                        __m512i lut0 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r, fast_e8m0, bf16ins, safe, &slow);
                         sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
-                        __m512i lut1 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r + 2, fast_e8m0, bf16ins, &slow);
+                        __m512i lut1 = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, 2 * r + 2, fast_e8m0, bf16ins, safe, &slow);
                         sidx = _mm512_add_epi16(sidx, _mm512_set1_epi16(2));
                         w0 = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, hi), lut0);
                         w1 = _mm512_permutexvar_epi16(_mm512_add_epi16(i1, hi), lut1);
@@ -651,15 +642,102 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
             /* Absent elements are zero already; scaling could make NaN of them (0 x Inf). */
             const int zero_absent = sparse && fmt != SCALE_NONE;
             int s0 = g == 32 ? r : 2 * r, s1 = g == 32 ? r : 2 * r + 1;
-            store_row(o + r * rs, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m0, zero_absent);
+            store_row(o + r * rs, scale_words(w0, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, safe, &slow), m0, zero_absent);
             s0 = g == 32 ? r + 1 : 2 * r + 2, s1 = g == 32 ? r + 1 : 2 * r + 3;
-            store_row(o + (r + 1) * rs, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, &slow), m1, zero_absent);
+            store_row(o + (r + 1) * rs, scale_words(w1, fmt, sc, sf, s0, s1, fast_e8m0, bf16ins, safe, &slow), m1, zero_absent);
         }
         if (bad) break;
         slow_tiles += slow;
     }
     a->stats->slow_tiles += slow_tiles;
     return bad;
+}
+
+/* Dense Q = 4 (MXFP4, NVFP4, INT4, NF4), specialized on the scale format and group, one row at a
+ * time with no cross-lane shuffle but the lookup: the row's two stream qwords are broadcast from
+ * memory (qword Q of the register holds row qword Q / 4), vpmultishiftqb moves the nibble of element
+ * k into the low byte of word k, and vpermw looks it up (index bits 0-4; the LUT is repeated in both
+ * halves, so the bit above the nibble does not matter). Scaled: the 16 LUT entries are scaled per
+ * row pair into the two halves of a register (or per row and column half, g = 16), and bit 4 of
+ * the index picks the half. */
+AVX512 INLINE int64_t decode_dense_q4(const decode_args *a, const int fmt, const int g) {
+    const deca_cfg *cfg = a->cfg;
+    const int nscales = 512 / g;
+    const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
+    const int check_codes = cfg->lut_size < 16;
+    uint16_t lut2[32];  /* entries 0-15 (DAZ when scaled) in both halves */
+    uint8_t ctrl[64];
+    for (int i = 0; i < 32; i++) {
+        uint16_t v = cfg->lut[i & 15];
+        lut2[i] = fmt == SCALE_NONE || (v & 0x7F80) ? v : v & 0x8000;
+        ctrl[2 * i] = ctrl[2 * i + 1] = (uint8_t)(4 * i % 64);
+    }
+    const __m512i lut16 = _mm512_loadu_si512(lut2), shift = _mm512_loadu_si512(ctrl);
+    const __m512 lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
+    const __mmask32 knz = _mm512_test_epi16_mask(lut16, _mm512_set1_epi16(0x7F80));  /* nonzero exponents */
+    const __m512i nib = _mm512_set1_epi16(0x0F), lut_size = _mm512_set1_epi16((short)cfg->lut_size);
+    /* Index bit 4: the row of the pair (g = 32) or the column half (g = 16). */
+    const __m512i half0 = _mm512_setzero_si512(), half1 = _mm512_set1_epi16(16);
+    const __m512i col_half = _mm512_maskz_mov_epi16(0xFFFF0000u, half1);
+    const int bf16ins = a->bf16ins;
+    int safe_lo = 1, safe_hi = 0;
+    if (fmt == SCALE_E8M0) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
+    const float vmin = lut_min_magnitude(cfg);
+    const int64_t ntiles = a->ntiles, tile_cols = a->tile_cols, rs = a->row_stride;
+    const uint8_t *const values = a->values, *const scales = a->scales;
+    const int64_t *const val_off = a->val_off, *const block_of_tile = a->block_of_tile;
+    uint16_t *const out = a->out;
+    int64_t slow_tiles = 0;
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *vals = values + val_off[t];
+        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
+        if (check_stream(cfg, vals, val_off[t + 1] - val_off[t], NULL) < 0) { a->stats->slow_tiles += slow_tiles; return t + 1; }
+        uint16_t *o = tile_out(out, t, tile_cols, rs);
+        int fast_e8m0 = 0, slow = 0, safe = 0;
+        float sf[32];
+        __m512i k7all = _mm512_setzero_si512();  /* E8M0: (x - 127) << 7 of every scale x of the tile */
+        if (fmt == SCALE_E8M0) {
+            __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
+            __m256i x = _mm256_maskz_loadu_epi8(all, sc);
+            __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
+                                   | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
+            fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
+            k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
+            slow_tiles += !fast_e8m0;
+        } else if (fmt != SCALE_NONE) {
+            safe = 1;
+            for (int h = 0; h < nscales; h += 16) {
+                __m512 f = fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h);
+                _mm512_storeu_ps(sf + h, f);
+                safe &= scales_safe(f, vmin);
+            }
+        }
+        __m512i lut = lut16;
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) {
+            __m512i row = _mm512_mask_broadcastq_epi64(broadcast_qword(vals + 16 * r), 0xF0,
+                                                       _mm_loadl_epi64((const __m128i *)(vals + 16 * r + 8)));
+            __m512i idx = _mm512_multishift_epi64_epi8(shift, row);
+            if (check_codes && _mm512_cmpge_epu16_mask(_mm512_and_si512(idx, nib), lut_size)) {
+                a->stats->slow_tiles += slow_tiles;
+                return t + 1;
+            }
+            __m512i w;
+            if (fmt == SCALE_NONE) w = _mm512_permutexvar_epi16(idx, lut16);
+            else {
+                const int s0 = g == 32 ? r & ~1 : 2 * r;
+                const __m512i sidx = _mm512_loadu_si512(scale_pair_idx[s0]);
+                if (g == 16 || !(r & 1))
+                    lut = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, s0, fast_e8m0, bf16ins, safe, &slow);
+                w = _mm512_permutexvar_epi16(_mm512_ternarylogic_epi32(idx, nib, g == 16 ? col_half : r & 1 ? half1 : half0,
+                                                                       0xEA), lut);  /* (idx & 0x0F) | half */
+            }
+            _mm512_storeu_si512(o + r * rs, w);
+        }
+        slow_tiles += slow;
+    }
+    a->stats->slow_tiles += slow_tiles;
+    return 0;
 }
 
 #define FMT_CASES(Q, SP) \
@@ -672,7 +750,13 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
 #define Q_CASE(Q) case Q: if (sparse) { FMT_CASES(Q, 1) } else { FMT_CASES(Q, 0) }
 
 AVX512 static int64_t decode_avx512(const decode_args *a) {
-    const int sparse = a->cfg->sparse, fmt = a->cfg->scale_fmt;
+    const int sparse = a->cfg->sparse, fmt = a->cfg->scale_fmt, g32 = a->cfg->scale_group == 32;
+    if (a->cfg->q_bits == 4 && !sparse) switch (fmt) {
+        case SCALE_NONE: return decode_dense_q4(a, SCALE_NONE, 32);
+        case SCALE_BF16: return g32 ? decode_dense_q4(a, SCALE_BF16, 32) : decode_dense_q4(a, SCALE_BF16, 16);
+        case SCALE_E8M0: return g32 ? decode_dense_q4(a, SCALE_E8M0, 32) : decode_dense_q4(a, SCALE_E8M0, 16);
+        default: return g32 ? decode_dense_q4(a, SCALE_E4M3, 32) : decode_dense_q4(a, SCALE_E4M3, 16);
+    }
     switch (a->cfg->q_bits) {
     Q_CASE(1) Q_CASE(2) Q_CASE(3) Q_CASE(4) Q_CASE(5) Q_CASE(6) Q_CASE(7) Q_CASE(8)
     default: if (sparse) { FMT_CASES(16, 1) } else { FMT_CASES(16, 0) }
