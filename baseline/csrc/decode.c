@@ -431,6 +431,7 @@ AVX512 INLINE rank_regs rank_regs_of(int layout) {
 AVX512 INLINE void tile_prefix(const uint8_t *mask, uint64_t before[8]) {
     __m512i counts = _mm512_popcnt_epi8(_mm512_loadu_si512(mask));
     _mm512_storeu_si512(before, _mm512_slli_epi64(_mm512_mullo_epi64(counts, _mm512_set1_epi64(0x0101010101010101ll)), 8));
+    __asm__ volatile("" ::: "memory");  /* broadcast from memory, not from a register (a shuffle) */
 }
 
 AVX512 INLINE __m512i broadcast_qword(const void *p) {
@@ -599,6 +600,7 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
                 _mm512_storeu_ps(sf + h, f);
                 if (q <= 8) safe &= scales_safe(f, vmin);
             }
+            __asm__ volatile("" ::: "memory");  /* broadcast the scales from memory, not by shuffles */
         }
         if (sparse) tile_prefix(mask, before);
         int64_t bp = 0;
@@ -653,6 +655,60 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
     return bad;
 }
 
+/* Per-kernel constants of decode_dense_q4. */
+typedef struct {
+    int fmt, g, check_codes, bf16ins;
+    int64_t rs;
+    __m512i lut16, shift, nib, lut_size, col_half;
+    __m512 lutf;
+    __mmask32 knz;
+} q4_consts;
+
+/* The 16 rows of a dense Q = 4 tile; ``fast``: the tile's scales take no exact slow path (E8M0 in
+ * the safe range, or BF16/E4M3 scales with no special product and AVX512_BF16 rounding). Returns 1
+ * for a code beyond the LUT. */
+AVX512 INLINE int q4_rows(const q4_consts *k, const uint8_t *vals, uint16_t *o, const uint8_t *sc, const float *sf,
+                          __m512i k7all, const int fast, int *slow) {
+    /* Locals, not k->: the stores through o may alias *k as far as the compiler knows. */
+    const int fmt = k->fmt, g = k->g, check_codes = k->check_codes, bf16ins = k->bf16ins;
+    const int64_t rs = k->rs;
+    __m512i lut16 = k->lut16, shift = k->shift, nib = k->nib, lut_size = k->lut_size, col_half = k->col_half;
+    __m512i half1 = _mm512_set1_epi16(16);
+    __m512 lutf = k->lutf;
+    __mmask32 knz = k->knz;
+    __mmask8 high4 = 0xF0;
+    /* Opaque to the compiler, so it keeps them in registers instead of rebuilding constants by
+     * broadcasts from general registers (shuffles) in every row. */
+    __asm__("" : "+v"(lut16), "+v"(shift), "+v"(nib), "+v"(lut_size), "+v"(col_half), "+v"(half1), "+v"(lutf),
+                 "+k"(knz), "+k"(high4));
+    __m512i lut = lut16;
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) {
+        __m512i row = _mm512_mask_broadcastq_epi64(broadcast_qword(vals + 16 * r), high4,
+                                                   _mm_loadl_epi64((const __m128i *)(vals + 16 * r + 8)));
+        __m512i idx = _mm512_multishift_epi64_epi8(shift, row);
+        if (check_codes && _mm512_cmpge_epu16_mask(_mm512_and_si512(idx, nib), lut_size)) return 1;
+        __m512i w;
+        if (fmt == SCALE_NONE) w = _mm512_permutexvar_epi16(idx, lut16);
+        else {
+            const int s0 = g == 32 ? r & ~1 : 2 * r;  /* the scales of LUT halves 0 and 1: s0, s0 + 1 */
+            if (g == 16 || !(r & 1)) {
+                const __m512i sidx = _mm512_loadu_si512(scale_pair_idx[s0]);
+                if (fast && fmt == SCALE_E8M0)
+                    lut = _mm512_add_epi16(lut16, _mm512_maskz_permutexvar_epi16(knz, sidx, k7all));
+                else if (fast)
+                    lut = (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(lutf, _mm512_set1_ps(sf[s0 + 1])),
+                                                       _mm512_mul_ps(lutf, _mm512_set1_ps(sf[s0])));
+                else lut = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, s0, 0, bf16ins, 0, slow);
+            }
+            const __m512i half = g == 16 ? col_half : r & 1 ? half1 : _mm512_setzero_si512();
+            w = _mm512_permutexvar_epi16(_mm512_ternarylogic_epi32(idx, nib, half, 0xEA), lut);  /* (idx & 0x0F) | half */
+        }
+        _mm512_storeu_si512(o + r * rs, w);
+    }
+    return 0;
+}
+
 /* Dense Q = 4 (MXFP4, NVFP4, INT4, NF4), specialized on the scale format and group, one row at a
  * time with no cross-lane shuffle but the lookup: the row's two stream qwords are broadcast from
  * memory (qword Q of the register holds row qword Q / 4), vpmultishiftqb moves the nibble of element
@@ -664,26 +720,25 @@ AVX512 INLINE int64_t decode_dense_q4(const decode_args *a, const int fmt, const
     const deca_cfg *cfg = a->cfg;
     const int nscales = 512 / g;
     const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
-    const int check_codes = cfg->lut_size < 16;
     uint16_t lut2[32];  /* entries 0-15 (DAZ when scaled) in both halves */
-    uint8_t ctrl[64];
+    uint8_t ctrl[64];  /* vpmultishiftqb: the nibble of element k (bit 4k of the row) to word k */
     for (int i = 0; i < 32; i++) {
         uint16_t v = cfg->lut[i & 15];
         lut2[i] = fmt == SCALE_NONE || (v & 0x7F80) ? v : v & 0x8000;
         ctrl[2 * i] = ctrl[2 * i + 1] = (uint8_t)(4 * i % 64);
     }
-    const __m512i lut16 = _mm512_loadu_si512(lut2), shift = _mm512_loadu_si512(ctrl);
-    const __m512 lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
-    const __mmask32 knz = _mm512_test_epi16_mask(lut16, _mm512_set1_epi16(0x7F80));  /* nonzero exponents */
-    const __m512i nib = _mm512_set1_epi16(0x0F), lut_size = _mm512_set1_epi16((short)cfg->lut_size);
-    /* Index bit 4: the row of the pair (g = 32) or the column half (g = 16). */
-    const __m512i half0 = _mm512_setzero_si512(), half1 = _mm512_set1_epi16(16);
-    const __m512i col_half = _mm512_maskz_mov_epi16(0xFFFF0000u, half1);
-    const int bf16ins = a->bf16ins;
+    q4_consts k;
+    k.fmt = fmt, k.g = g, k.check_codes = cfg->lut_size < 16, k.bf16ins = a->bf16ins, k.rs = a->row_stride;
+    k.lut16 = _mm512_loadu_si512(lut2), k.shift = _mm512_loadu_si512(ctrl);
+    k.lutf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)lut2)), 16));
+    k.knz = _mm512_test_epi16_mask(k.lut16, _mm512_set1_epi16(0x7F80));  /* nonzero exponents */
+    k.nib = _mm512_set1_epi16(0x0F), k.lut_size = _mm512_set1_epi16((short)cfg->lut_size);
+    k.col_half = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(16));
     int safe_lo = 1, safe_hi = 0;
     if (fmt == SCALE_E8M0) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
     const float vmin = lut_min_magnitude(cfg);
     const int64_t ntiles = a->ntiles, tile_cols = a->tile_cols, rs = a->row_stride;
+    const int bf16ins = a->bf16ins;
     const uint8_t *const values = a->values, *const scales = a->scales;
     const int64_t *const val_off = a->val_off, *const block_of_tile = a->block_of_tile;
     uint16_t *const out = a->out;
@@ -711,29 +766,12 @@ AVX512 INLINE int64_t decode_dense_q4(const decode_args *a, const int fmt, const
                 _mm512_storeu_ps(sf + h, f);
                 safe &= scales_safe(f, vmin);
             }
+            __asm__ volatile("" ::: "memory");  /* broadcast the scales from memory, not by shuffles */
         }
-        __m512i lut = lut16;
-#pragma GCC unroll 16
-        for (int r = 0; r < 16; r++) {
-            __m512i row = _mm512_mask_broadcastq_epi64(broadcast_qword(vals + 16 * r), 0xF0,
-                                                       _mm_loadl_epi64((const __m128i *)(vals + 16 * r + 8)));
-            __m512i idx = _mm512_multishift_epi64_epi8(shift, row);
-            if (check_codes && _mm512_cmpge_epu16_mask(_mm512_and_si512(idx, nib), lut_size)) {
-                a->stats->slow_tiles += slow_tiles;
-                return t + 1;
-            }
-            __m512i w;
-            if (fmt == SCALE_NONE) w = _mm512_permutexvar_epi16(idx, lut16);
-            else {
-                const int s0 = g == 32 ? r & ~1 : 2 * r;
-                const __m512i sidx = _mm512_loadu_si512(scale_pair_idx[s0]);
-                if (g == 16 || !(r & 1))
-                    lut = lut_pair(fmt, lut16, knz, k7all, sidx, lutf, sc, sf, s0, fast_e8m0, bf16ins, safe, &slow);
-                w = _mm512_permutexvar_epi16(_mm512_ternarylogic_epi32(idx, nib, g == 16 ? col_half : r & 1 ? half1 : half0,
-                                                                       0xEA), lut);  /* (idx & 0x0F) | half */
-            }
-            _mm512_storeu_si512(o + r * rs, w);
-        }
+        /* The common tiles take a copy of the row loop without per-pair checks or branches. */
+        const int fast = fmt == SCALE_NONE || (fmt == SCALE_E8M0 ? fast_e8m0 : bf16ins && safe);
+        int bad = fast ? q4_rows(&k, vals, o, sc, sf, k7all, 1, &slow) : q4_rows(&k, vals, o, sc, sf, k7all, 0, &slow);
+        if (bad) { a->stats->slow_tiles += slow_tiles; return t + 1; }
         slow_tiles += slow;
     }
     a->stats->slow_tiles += slow_tiles;
