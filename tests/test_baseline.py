@@ -94,6 +94,39 @@ def test_every_q_sparsity_and_scaling(q, path, rng):
             check(make_matrix(rng, cfg, 4, density), path)
 
 
+def test_sign_symmetric_luts(path, rng):
+    # Q = 8 LUTs whose upper half is the lower half with the sign flipped (E5M2, E4M3 and here
+    # random ones with both signs, NaN, Inf and subnormals in the lower half) are looked up by the
+    # low 7 bits, the sign flipped by bit 7.
+    half = random_lut(rng)[:128]
+    lut = np.concatenate([half, half ^ 0x8000]).astype(np.uint16)
+    for sparse, (fmt, g) in itertools.product((False, True), SCALINGS):
+        cfg = TileConfig(8, sparse, fmt, g, lut, 256)
+        for density in ((0.0, 0.05, 0.5, 1.0) if sparse else (1.0,)):
+            check(make_matrix(rng, cfg, 4, density), path)
+
+
+def test_finite_luts_and_moderate_scales_take_no_slow_path(path, rng):
+    # LUT magnitudes in [2^-27, 2^24) and scales in [2^-8, 2^8): no product is NaN, Inf or below
+    # 2^-126, so every tile takes the fast path (per tile, without per-row checks) and none is
+    # counted slow; the results still match the golden model bit for bit.
+    exps = rng.integers(100, 151, 256)
+    lut = (rng.integers(0, 2, 256) << 15 | exps << 7 | rng.integers(0, 128, 256)).astype(np.uint16)
+    for q, sparse, (fmt, g) in itertools.product((1, 2, 4, 5, 8), (False, True), SCALINGS[1:]):
+        n = 512 // g
+        if fmt == "bf16":
+            scales = (rng.integers(0, 2, (4, n)) << 15 | rng.integers(119, 135, (4, n)) << 7
+                      | rng.integers(0, 128, (4, n)))
+        elif fmt == "e8m0":
+            scales = rng.integers(119, 135, (4, n))
+        else:  # E4M3 normal codes 2^-6 .. 2^8 x (1 + m/8), either sign
+            scales = rng.integers(0, 2, (4, n)) << 7 | rng.integers(1, 15, (4, n)) << 3 | rng.integers(0, 8, (4, n))
+        cfg = TileConfig(q, sparse, fmt, g, lut, 1 << q)
+        stats = baseline.Stats()
+        check(make_matrix(rng, cfg, 4, 0.5, scales), path, stats)
+        assert stats.slow_tiles == 0, (q, sparse, fmt, g)
+
+
 @pytest.mark.parametrize("fmt", ["e8m0", "e4m3"])
 @pytest.mark.parametrize("g", [16, 32])
 def test_every_8bit_scale_byte(fmt, g, path, rng):

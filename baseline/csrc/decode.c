@@ -209,7 +209,7 @@ AVX512 INLINE __m512i unpack64(const uint8_t *vals, int64_t vlen, int64_t bp, in
 
 /* The LUT split into low and high bytes, 64 entries per register; word interleave indices of
  * the identity layout. ``symmetric``: entry c + 128 is entry c with the sign flipped (E5M2, E4M3),
- * so Q = 8 looks up the 7-bit magnitude (vpermi2b ignores index bit 7) and ORs the sign in. */
+ * so Q = 8 looks up the low 7 bits (vpermi2b ignores index bit 7) and flips the sign by bit 7. */
 typedef struct {
     __m512i lo[4], hi[4], inter0, inter1;
     int symmetric;
@@ -250,7 +250,7 @@ AVX512 INLINE void lookup(const lut_regs *L, int q, int layout, __mmask64 keep, 
     } else if (L->symmetric) {
         lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
         hi = _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]);
-        hi = _mm512_ternarylogic_epi32(hi, idx, _mm512_set1_epi8((char)0x80), 0xF8);  /* hi | idx & 0x80 */
+        hi = _mm512_ternarylogic_epi32(hi, idx, _mm512_set1_epi8((char)0x80), 0x78);  /* hi ^ idx & 0x80 */
     } else {
         __mmask64 top = _mm512_movepi8_mask(idx);
         lo = _mm512_mask_blend_epi8(top, _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]),
