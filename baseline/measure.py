@@ -6,9 +6,10 @@ streams (at least 256 tiles), decoded once to warm the caches, then timed run af
 the same tiles replicated to a working set several times the last-level cache, so each run streams
 from memory. Every tile is decoded into one 1 KiB BF16 buffer, as a core would feed its matrix
 engine from L1. Times come from the TSC inside the C call; the core clock in TSC ticks is
-estimated around every measurement by a chain of dependent integer adds (one per core cycle), so
-cycles per tile are core cycles. Streaming bandwidth: one pass of 64-byte loads over a buffer
-larger than the LLC, in bytes per core cycle.
+estimated by chains of dependent integer adds (one per core cycle) around every measurement, the
+fastest chain counting (interference only slows a chain), so cycles per tile are core cycles.
+Streaming bandwidth: one pass of 64-byte loads over a buffer larger than the LLC, in bytes per
+core cycle.
 
 The platform file (JSON, ``FORMAT``) holds the machine, the clocks, the bandwidth and one entry
 per workload: scheme, density, sparse, bytes per tile, L2 and DRAM cycles per tile (median and
@@ -114,7 +115,11 @@ def working_set_bytes(ts):
 
 
 class Clock:
-    """Core cycles per TSC tick from dependent-add chains (one add per cycle)."""
+    """Core cycles per TSC tick from dependent-add chains (one add per cycle).
+
+    Other processes can only slow a chain down (preempted, it takes more ticks), never speed it
+    up, so the fastest chain is the clock: on a loaded machine the median underestimates it and
+    with it every cycle count."""
 
     CHAIN = 2_000_000
 
@@ -128,7 +133,7 @@ class Clock:
 
     @property
     def ratio(self):
-        return statistics.median(self.samples)
+        return max(self.samples)
 
 
 def tsc_hz(seconds=0.25):
@@ -144,16 +149,16 @@ def _time_runs(ts, out, path, runs, calls, clock):
     ts.decode(out, 0, 32, path, stats)  # warm caches, branch predictors, the clock
     results = []
     for _ in range(runs):
-        before = clock.sample()
+        clock.sample()
         ticks = 0
         for _ in range(calls):
             rc, dt = ts.decode(out, 0, 32, path, stats, timed=True)
             if rc:
                 raise AssertionError(f"kernel rejected tile {rc - 1} of a golden-compressed matrix")
             ticks += dt
-        ratio = (before + clock.sample()) / 2
-        results.append(ticks * ratio / (calls * ts.num_tiles))
-    return results, stats.slow_tiles // (runs * calls + 1)
+        clock.sample()
+        results.append(ticks / (calls * ts.num_tiles))
+    return [r * clock.ratio for r in results], stats.slow_tiles // (runs * calls + 1)
 
 
 @dataclass
@@ -200,10 +205,10 @@ def measure_stream(path, clock, nbytes):
     lib().deca_stream_read(buf.ctypes.data, buf.size, code, sink)  # fault the pages in
     out = []
     for _ in range(5):
-        before = clock.sample()
-        ticks = lib().deca_stream_read(buf.ctypes.data, buf.size, code, sink)
-        out.append(buf.size / (ticks * (before + clock.sample()) / 2))
-    return statistics.median(out)
+        clock.sample()
+        out.append(buf.size / lib().deca_stream_read(buf.ctypes.data, buf.size, code, sink))
+        clock.sample()
+    return statistics.median(out) / clock.ratio
 
 
 def pick_cpu():
