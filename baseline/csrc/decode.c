@@ -208,8 +208,11 @@ AVX512 INLINE __m512i unpack64(const uint8_t *vals, int64_t vlen, int64_t bp, in
 }
 
 /* The LUT split into low and high bytes, 64 entries per register; word interleave indices of
- * the identity layout. ``symmetric``: entry c + 128 is entry c with the sign flipped (E5M2, E4M3),
- * so Q = 8 looks up the low 7 bits (vpermi2b ignores index bit 7) and flips the sign by bit 7. */
+ * the identity layout. ``symmetric`` (Q = 8): SYM_SIGN, entry c + 128 is entry c with the sign
+ * flipped, so both bytes are looked up by the low 7 bits (vpermi2b ignores index bit 7) and bit 7
+ * flips the sign; SYM_LOW, only the low bytes do not depend on bit 7 (sign-magnitude formats whose
+ * NaNs all have one sign: E5M2, E4M3), so the low byte takes one vpermi2b and the high byte two. */
+enum { SYM_NONE = 0, SYM_LOW = 1, SYM_SIGN = 2 };
 typedef struct {
     __m512i lo[4], hi[4], inter0, inter1;
     int symmetric;
@@ -218,13 +221,14 @@ typedef struct {
 AVX512 static void load_lut(const deca_cfg *cfg, int daz, lut_regs *L) {
     uint8_t lo[256], hi[256], i0[64], i1[64];
     uint16_t v[256];
-    L->symmetric = 1;
+    int flip = 1, low = 1;
     for (int i = 0; i < 256; i++) {
         v[i] = cfg->lut[i];
         if (daz && !(v[i] & 0x7F80)) v[i] &= 0x8000;  /* the scaler reads zero-exponent inputs as zero */
         lo[i] = (uint8_t)v[i]; hi[i] = (uint8_t)(v[i] >> 8);
-        if (i >= 128 && v[i] != (v[i - 128] ^ 0x8000)) L->symmetric = 0;
+        if (i >= 128) flip &= v[i] == (v[i - 128] ^ 0x8000), low &= lo[i] == lo[i - 128];
     }
+    L->symmetric = flip ? SYM_SIGN : low ? SYM_LOW : SYM_NONE;
     for (int i = 0; i < 4; i++) {
         L->lo[i] = _mm512_loadu_si512(lo + 64 * i);
         L->hi[i] = _mm512_loadu_si512(hi + 64 * i);
@@ -247,10 +251,15 @@ AVX512 INLINE void lookup(const lut_regs *L, int q, int layout, __mmask64 keep, 
     } else if (q == 7) {
         lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
         hi = _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]);
-    } else if (L->symmetric) {
+    } else if (L->symmetric == SYM_SIGN) {
         lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
         hi = _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]);
         hi = _mm512_ternarylogic_epi32(hi, idx, _mm512_set1_epi8((char)0x80), 0x78);  /* hi ^ idx & 0x80 */
+    } else if (L->symmetric == SYM_LOW) {
+        __mmask64 top = _mm512_movepi8_mask(idx);
+        lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
+        hi = _mm512_mask_blend_epi8(top, _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]),
+                                    _mm512_maskz_permutex2var_epi8(keep, L->hi[2], idx, L->hi[3]));
     } else {
         __mmask64 top = _mm512_movepi8_mask(idx);
         lo = _mm512_mask_blend_epi8(top, _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]),
@@ -543,7 +552,7 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
     /* Word-indexed LUT paths (Q <= 4 scaled) need codes in element order; byte LUTs take the rows
      * layout except dense Q = 8 with a LUT that is not sign-symmetric (its lookup already costs
      * four vpermi2b, so the interleave stays two vpermi2b rather than one more vpermb). */
-    const int layout = (q <= 4 && fmt != SCALE_NONE) || (q == 8 && !sparse && !L.symmetric) ? LAYOUT_IDENTITY
+    const int layout = (q <= 4 && fmt != SCALE_NONE) || (q == 8 && !sparse && L.symmetric == SYM_NONE) ? LAYOUT_IDENTITY
                      : LAYOUT_ROWS;
     const rank_regs rx = rank_regs_of(layout);
     /* Locals: the stores through uint16_t * would otherwise make the compiler reload *a. */
