@@ -210,9 +210,12 @@ AVX512 INLINE __m512i unpack64(const uint8_t *vals, int64_t vlen, int64_t bp, in
 /* The LUT split into low and high bytes, 64 entries per register; word interleave indices of
  * the identity layout. ``symmetric`` (Q = 8): SYM_SIGN, entry c + 128 is entry c with the sign
  * flipped, so both bytes are looked up by the low 7 bits (vpermi2b ignores index bit 7) and bit 7
- * flips the sign; SYM_LOW, only the low bytes do not depend on bit 7 (sign-magnitude formats whose
- * NaNs all have one sign: E5M2, E4M3), so the low byte takes one vpermi2b and the high byte two. */
-enum { SYM_NONE = 0, SYM_LOW = 1, SYM_SIGN = 2 };
+ * flips the sign; SYM_POS, the lower half is non-negative and each upper entry is the lower one
+ * negated or the same (E5M2 and E4M3, whose NaN codes all decode to 0x7FC0): bit 7 of the code
+ * sets the sign unless bit 7 of the looked-up high byte marks the entry as kept (one vpternlog,
+ * sign = code7 & ~mark7, the other bits from the table); SYM_LOW, only the low bytes do not
+ * depend on bit 7, so the low byte takes one vpermi2b and the high byte two. */
+enum { SYM_NONE = 0, SYM_LOW = 1, SYM_SIGN = 2, SYM_POS = 3 };
 typedef struct {
     __m512i lo[4], hi[4], inter0, inter1;
     int symmetric;
@@ -221,14 +224,20 @@ typedef struct {
 AVX512 static void load_lut(const deca_cfg *cfg, int daz, lut_regs *L) {
     uint8_t lo[256], hi[256], i0[64], i1[64];
     uint16_t v[256];
-    int flip = 1, low = 1;
+    int flip = 1, pos = 1, low = 1;
     for (int i = 0; i < 256; i++) {
         v[i] = cfg->lut[i];
         if (daz && !(v[i] & 0x7F80)) v[i] &= 0x8000;  /* the scaler reads zero-exponent inputs as zero */
         lo[i] = (uint8_t)v[i]; hi[i] = (uint8_t)(v[i] >> 8);
-        if (i >= 128) flip &= v[i] == (v[i - 128] ^ 0x8000), low &= lo[i] == lo[i - 128];
+        if (i >= 128) {
+            flip &= v[i] == (v[i - 128] ^ 0x8000);
+            pos &= !(v[i - 128] & 0x8000) && (v[i] == (v[i - 128] | 0x8000) || v[i] == v[i - 128]);
+            low &= lo[i] == lo[i - 128];
+        }
     }
-    L->symmetric = flip ? SYM_SIGN : low ? SYM_LOW : SYM_NONE;
+    L->symmetric = flip ? SYM_SIGN : pos ? SYM_POS : low ? SYM_LOW : SYM_NONE;
+    if (L->symmetric == SYM_POS)  /* bit 7 of a kept entry's high byte: bit 7 of the code does not set the sign */
+        for (int i = 0; i < 128; i++) hi[i] |= v[i + 128] == v[i] ? 0x80 : 0;
     for (int i = 0; i < 4; i++) {
         L->lo[i] = _mm512_loadu_si512(lo + 64 * i);
         L->hi[i] = _mm512_loadu_si512(hi + 64 * i);
@@ -255,6 +264,11 @@ AVX512 INLINE void lookup(const lut_regs *L, int q, int layout, __mmask64 keep, 
         lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
         hi = _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]);
         hi = _mm512_ternarylogic_epi32(hi, idx, _mm512_set1_epi8((char)0x80), 0x78);  /* hi ^ idx & 0x80 */
+    } else if (L->symmetric == SYM_POS) {
+        lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
+        hi = _mm512_maskz_permutex2var_epi8(keep, L->hi[0], idx, L->hi[1]);
+        /* bit 7: idx & ~hi, bits 0-6: hi */
+        hi = _mm512_ternarylogic_epi32(hi, idx, _mm512_set1_epi8((char)0x80), 0x58);
     } else if (L->symmetric == SYM_LOW) {
         __mmask64 top = _mm512_movepi8_mask(idx);
         lo = _mm512_maskz_permutex2var_epi8(keep, L->lo[0], idx, L->lo[1]);
