@@ -539,6 +539,30 @@ AVX512 INLINE void store_row(uint16_t *o, __m512i v, __mmask32 m, int zero_absen
     _mm512_storeu_si512(o, zero_absent ? _mm512_maskz_mov_epi16(m, v) : v);
 }
 
+/* A tile's scales. E8M0: *k7all = (x - 127) << 7 of every scale x, *fast_e8m0 when all are in
+ * [safe_lo, safe_hi]; returns 0 when not (a slow tile). BF16/E4M3: sf[] as floats, *safe when no
+ * product with a LUT entry can be special (scales_safe; vmin < 0: never); returns 1. */
+AVX512 INLINE int tile_scales(int fmt, int nscales, const uint8_t *sc, int safe_lo, int safe_hi, float vmin,
+                              __m512i *k7all, float *sf, int *fast_e8m0, int *safe) {
+    if (fmt == SCALE_E8M0) {
+        __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
+        __m256i x = _mm256_maskz_loadu_epi8(all, sc);
+        __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
+                               | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
+        *fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
+        *k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
+        return *fast_e8m0;
+    }
+    *safe = 1;
+    for (int h = 0; h < nscales; h += 16) {
+        __m512 f = fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h);
+        _mm512_storeu_ps(sf + h, f);
+        *safe &= scales_safe(f, vmin);
+    }
+    __asm__ volatile("" ::: "memory");  /* broadcast the scales from memory, not by shuffles */
+    return 1;
+}
+
 /* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
 AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int sparse, const int fmt) {
     const deca_cfg *cfg = a->cfg;
@@ -589,23 +613,10 @@ AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int 
         __m512i k7all = _mm512_setzero_si512();  /* E8M0: (x - 127) << 7 of every scale x of the tile */
         /* Scale indices of a row pair's scaled LUT: the first scale in words 0-15, the next in 16-31. */
         __m512i sidx = _mm512_maskz_mov_epi16(0xFFFF0000u, _mm512_set1_epi16(1));
-        if (fmt == SCALE_E8M0) {
-            __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
-            __m256i x = _mm256_maskz_loadu_epi8(all, sc);
-            __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
-                                   | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
-            fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
-            k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
-            slow_tiles += !fast_e8m0;
-        } else if (fmt != SCALE_NONE) {
-            safe = q <= 8;  /* Q = 16 scales values from the stream, not from the LUT */
-            for (int h = 0; h < nscales; h += 16) {
-                __m512 f = fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h);
-                _mm512_storeu_ps(sf + h, f);
-                if (q <= 8) safe &= scales_safe(f, vmin);
-            }
-            __asm__ volatile("" ::: "memory");  /* broadcast the scales from memory, not by shuffles */
-        }
+        if (fmt != SCALE_NONE)
+            slow_tiles += !tile_scales(fmt, nscales, sc, safe_lo, safe_hi, q <= 8 ? vmin : -1, &k7all, sf, &fast_e8m0,
+                                       &safe);  /* Q = 16 scales stream values, not LUT entries */
+
         if (sparse && q <= 8) tile_prefix(mask, before);
         int64_t bp = 0;
 #pragma GCC unroll 8
@@ -755,23 +766,9 @@ AVX512 INLINE int64_t decode_dense_q4(const decode_args *a, const int fmt, const
         int fast_e8m0 = 0, slow = 0, safe = 0;
         float sf[32];
         __m512i k7all = _mm512_setzero_si512();  /* E8M0: (x - 127) << 7 of every scale x of the tile */
-        if (fmt == SCALE_E8M0) {
-            __mmask32 all = nscales == 32 ? 0xFFFFFFFFu : 0xFFFFu;
-            __m256i x = _mm256_maskz_loadu_epi8(all, sc);
-            __mmask32 out_of_range = _mm256_cmplt_epu8_mask(x, _mm256_set1_epi8((char)safe_lo))
-                                   | _mm256_cmpgt_epu8_mask(x, _mm256_set1_epi8((char)safe_hi));
-            fast_e8m0 = safe_lo <= safe_hi && !(out_of_range & all);
-            k7all = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(x), _mm512_set1_epi16(127)), 7);
-            slow_tiles += !fast_e8m0;
-        } else if (fmt != SCALE_NONE) {
-            safe = 1;
-            for (int h = 0; h < nscales; h += 16) {
-                __m512 f = fmt == SCALE_BF16 ? bf16_scales(sc + 2 * h) : e4m3_scales(sc + h);
-                _mm512_storeu_ps(sf + h, f);
-                safe &= scales_safe(f, vmin);
-            }
-            __asm__ volatile("" ::: "memory");  /* broadcast the scales from memory, not by shuffles */
-        }
+        if (fmt != SCALE_NONE)
+            slow_tiles += !tile_scales(fmt, nscales, sc, safe_lo, safe_hi, vmin, &k7all, sf, &fast_e8m0, &safe);
+
         /* The common tiles take a copy of the row loop without per-pair checks or branches. */
         const int fast = fmt == SCALE_NONE || (fmt == SCALE_E8M0 ? fast_e8m0 : bf16ins && safe);
         int bad = fast ? q4_rows(&k, vals, o, sc, sf, k7all, 1, &slow) : q4_rows(&k, vals, o, sc, sf, k7all, 0, &slow);
