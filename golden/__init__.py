@@ -5,12 +5,13 @@ The format is specified in ``deca.golden.format``; the schemes in ``deca.golden.
 
 from .container import load, save
 from .format import TILE_COLS, TILE_ELEMS, TILE_ROWS, FormatError, TileConfig
-from .matrix import TILE_META_DTYPE, CompressedMatrix, compress, decompress, decompress_tile
+from .matrix import TILE_META_DTYPE, CompressedMatrix, compress, decompress, decompress_tile, decompress_tiles
 from .numerics import scale_mul
 from .schemes import SCHEMES
 from .weights import load_weights
 
 __all__ = [
     "CompressedMatrix", "FormatError", "SCHEMES", "TILE_COLS", "TILE_ELEMS", "TILE_META_DTYPE", "TILE_ROWS",
-    "TileConfig", "compress", "decompress", "decompress_tile", "load", "load_weights", "save", "scale_mul",
+    "TileConfig", "compress", "decompress", "decompress_tile", "decompress_tiles", "load", "load_weights", "save",
+    "scale_mul",
 ]

@@ -1,4 +1,4 @@
-"""Compressed matrices: ``compress``, ``decompress``, ``decompress_tile`` and the memory image.
+"""Compressed matrices: ``compress``, ``decompress``, ``decompress_tile``, ``decompress_tiles`` and the memory image.
 
 The format itself is specified in ``format.py``; the schemes in ``schemes.py``.
 """
@@ -378,8 +378,19 @@ def decompress(cm, engine="numpy"):
         return baseline_decompress(cm)
     if engine != "numpy":
         raise ValueError(f"unknown decompression engine {engine!r}; known: numpy, baseline")
+    m, k = cm.shape
+    return _decode_padded(cm)[:m, :k]
+
+
+def _decode_padded(cm):
+    """The (Mp, Kp) matrix of all tiles, padding included."""
     cfg = cm.config
     scale_codes = _scale_codes(cm.scale_blocks, cfg) if cfg.scale_format else None
-    m, k = cm.shape
-    return _decode(cm.values, cm.value_offsets, cm.masks, scale_codes, cm.scale_block_of_tile, cfg,
-                   cm.tile_grid[1])[:m, :k]
+    return _decode(cm.values, cm.value_offsets, cm.masks, scale_codes, cm.scale_block_of_tile, cfg, cm.tile_grid[1])
+
+
+def decompress_tiles(cm):
+    """Every tile of a matrix in tile order, each as ``decompress_tile`` of its streams gives it:
+    (tiles, 16, 32) uint16 BF16 patterns, the padding of edge tiles included; one decode for all."""
+    tm, tk = cm.tile_grid
+    return _decode_padded(cm).reshape(tm, TILE_ROWS, tk, TILE_COLS).swapaxes(1, 2).reshape(-1, TILE_ROWS, TILE_COLS)

@@ -131,16 +131,19 @@ def test_a_memory_protocol_error_is_reported_alike(lib, seed):
     assert kind == "ProtocolError" and "outside the image" in message
 
 
-TINY = "module tiny(input clk, input rst);\nendmodule\n"
+# One flop: the harness steps the model's clocked eval phases, which a design without one lacks.
+TINY = "module tiny(input clk, input rst, output reg q);\nalways @(posedge clk) q <= rst;\nendmodule\n"
 
 
 def test_build_errors_name_the_error_and_the_file(tmp_path, monkeypatch):
     ports = SimpleNamespace(inputs=(), outputs=())
     verilog = tmp_path / "tiny.v"
     verilog.write_text(TINY.replace("endmodule", "wire x = ;\nendmodule"))
-    with pytest.raises(EngineBuildError, match=r"building the fast engine of tiny failed: .*tiny\.v:2"):
+    with pytest.raises(EngineBuildError, match=r"building the fast engine of tiny failed: .*tiny\.v:3"):
         build(verilog, "tiny", ports, build_root=tmp_path / "b1")
     verilog.write_text(TINY)
+    model = build(verilog, "tiny", ports, build_root=tmp_path / "b2").parent / "obj" / "libVpe.a"
+    built = model.stat().st_mtime_ns
     broken = tmp_path / "harness.cpp"
     text = SOURCES[0].read_text()
     broken.write_text(text.replace("void Engine::run(RunSpec* s) {", "void Engine::run(RunSpec* s) { undeclared();"))
@@ -148,3 +151,4 @@ def test_build_errors_name_the_error_and_the_file(tmp_path, monkeypatch):
     shutil.copy(SOURCES[1], tmp_path / SOURCES[1].name)
     with pytest.raises(EngineBuildError, match=r"failed: .*harness\.cpp:\d+:\d+: error: .*undeclared"):
         build(verilog, "tiny", ports, build_root=tmp_path / "b2")
+    assert model.stat().st_mtime_ns == built  # a changed harness recompiled only itself

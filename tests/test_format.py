@@ -7,7 +7,7 @@ weights chosen so that the codes and scales the compressor must pick are known i
 import numpy as np
 import pytest
 
-from deca.golden import TILE_META_DTYPE, FormatError, compress, decompress, decompress_tile
+from deca.golden import SCHEMES, TILE_META_DTYPE, FormatError, compress, decompress, decompress_tile, decompress_tiles
 from deca.golden.numerics import bf16_to_f32
 
 
@@ -135,6 +135,18 @@ def test_zero_density_tiles_have_empty_value_streams(rng):
     cm = compress(rng.standard_normal((16, 64)).astype(np.float32), "mxfp4", density=0)
     assert all(cm.tile_streams(t)[0] == b"" for t in range(cm.num_tiles))
     assert not decompress(cm).any()
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize("density", [None, 0.4])
+def test_decompress_tiles_is_each_tiles_decompress_tile(rng, scheme, density):
+    # 40 x 70: edge tiles with padding rows and columns, scale blocks shared across tiles.
+    codebook = {"codebook": np.arange(-8, 8) / 4} if scheme == "codebook" else {}
+    cm = compress(rng.standard_normal((40, 70)).astype(np.float32), scheme, density=density, **codebook)
+    tiles = decompress_tiles(cm)
+    assert tiles.shape == (9, 16, 32) and tiles.dtype == np.uint16
+    for t in range(cm.num_tiles):
+        np.testing.assert_array_equal(tiles[t], decompress_tile(*cm.tile_streams(t), cm.config), err_msg=f"tile {t}")
 
 
 # Malformed tiles: decompress_tile names the problem instead of returning a wrong tile.

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from deca.golden import SCHEMES, compress
-from deca.golden.format import TileConfig
-from deca.golden.matrix import TILE_META_DTYPE, decompress_tile
+from deca.golden.format import TILE_COLS, TILE_ROWS, TileConfig
+from deca.golden.matrix import TILE_META_DTYPE, decompress_tiles
 from deca.hw.layouts import ErrorReason
 
 #: Default first address of a memory image: not line-aligned, so streams straddle lines.
@@ -39,15 +39,6 @@ class Request:
     payload: int = 0  # tepl_req payload without the id, set by Harness
 
 
-def tile_rows(tile):
-    """(16, 32) uint16 tile -> 16 row ints, element c at bits 16c+15..16c."""
-    return tuple(int.from_bytes(row.astype("<u2").tobytes(), "little") for row in np.asarray(tile))
-
-
-def meta_dict(row):
-    return {name: int(row[name]) for name in META_FIELDS}
-
-
 @dataclass
 class Batch:
     """What one Harness run needs: the memory image and the requests on it."""
@@ -60,14 +51,16 @@ class Batch:
 
 
 def tile_batch(cm, label, base=DEFAULT_BASE, align=1):
-    """Every tile of a CompressedMatrix in order, each expecting the golden tile."""
+    """Every tile of a CompressedMatrix in order, each expecting the golden tile (all decoded at once)."""
     image, meta = cm.memory_image(base, align)
-    requests = []
-    for t in range(cm.num_tiles):
-        values, mask, scales = cm.tile_streams(t)
-        requests.append(Request(meta_dict(meta[t]), tile_rows(decompress_tile(values, mask, scales, cm.config)),
-                                f"{label} tile {t}", mask))
-    return Batch(label, cm.config, image, base, requests)
+    row_bytes = 2 * TILE_COLS  # a row as an int: element c at bits 16c+15..16c
+    data = decompress_tiles(cm).astype("<u2").tobytes()
+    rows = [int.from_bytes(data[i:i + row_bytes], "little") for i in range(0, len(data), row_bytes)]
+    masks = [b""] * cm.num_tiles if cm.masks is None else [m.tobytes() for m in cm.masks]
+    fields = {name: meta[name].tolist() for name in META_FIELDS}
+    return Batch(label, cm.config, image, base,
+                 [Request({name: fields[name][t] for name in META_FIELDS}, tuple(rows[TILE_ROWS * t:TILE_ROWS * (t + 1)]),
+                          f"{label} tile {t}", masks[t]) for t in range(cm.num_tiles)])
 
 
 def malformed_requests(batch, addr_bits=48):

@@ -21,11 +21,17 @@
 #include <vector>
 
 #include "Vpe.h"
+#include "Vpe___024root.h"
 #include "pcg64.h"
 #include "ports.h"
 #include "verilated.h"
 
 using u128 = unsigned __int128;
+
+// Two phases of the Verilated model's eval (Verilator 5's scheduler; the library links with -z defs,
+// so a Verilator that names them otherwise fails the build, not a run).
+bool Vpe___024root___eval_phase__act(Vpe___024root* vlSelf);
+bool Vpe___024root___eval_phase__nba(Vpe___024root* vlSelf);
 
 namespace {
 
@@ -530,14 +536,25 @@ struct Engine {
     }
     const Port& port(const std::string& name) { return ports[index.at(name)]; }
     void tick() {  // the rising edge, where this cycle's handshakes happen, and the next cycle's start
-        rise();
-        top->eval();
-    }
-    // The rising edge, the clock low again but not evaluated: the PE has no falling-edge logic, so
-    // deca_run's loop leaves that evaluation to the next cycle's settle, one eval per cycle fewer.
-    void rise() {
         top->clk = 1;
         top->eval();
+        clock_low();
+        top->eval();
+    }
+    // deca_run's rising edge, right after the settle of the same inputs: only the clocked phases of
+    // Verilator's eval (act, nba), not its input-combinational region first. That region is a
+    // function of the inputs and the state, which the settle left as they are, so it would compute
+    // the same values again; it is a quarter of a cycle's time. (The PE reads its clock only as an
+    // edge, never as data.) The clock goes low again unevaluated: the PE has no falling-edge logic,
+    // so the next cycle's settle evaluates it, one eval per cycle fewer.
+    void rise() {
+        top->clk = 1;
+        do {
+            while (Vpe___024root___eval_phase__act(top->rootp)) {}
+        } while (Vpe___024root___eval_phase__nba(top->rootp));
+        clock_low();
+    }
+    void clock_low() {
         ctx.timeInc(1);
         top->clk = 0;
         ctx.timeInc(1);
