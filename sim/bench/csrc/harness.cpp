@@ -535,7 +535,9 @@ struct Engine {
         delete top;
     }
     const Port& port(const std::string& name) { return ports[index.at(name)]; }
-    void tick() {  // the rising edge, where this cycle's handshakes happen, and the next cycle's start
+    // The rising edge, where this cycle's handshakes happen, and the next cycle's start: a whole
+    // eval, as the inputs Python set may not have been settled.
+    void tick() {
         top->clk = 1;
         top->eval();
         clock_low();
