@@ -73,6 +73,12 @@ def pe_signature(*, tags=32, addr_bits=48, id_bits=8, loaders=LOADERS):
     })
 
 
+def tile_context(W, L, *, tags, sqq_bytes, addr_bits, id_bits):
+    """One tile context of a loader: a ``Loader`` unit with its share of the loader's tag table and SQQ."""
+    return Loader(W, L, tags=tags // TILES_PER_LOADER, sqq_bytes=sqq_bytes // TILES_PER_LOADER,
+                  addr_bits=addr_bits, id_bits=id_bits)
+
+
 class TileMux(wiring.Component):
     """Forwards the framed stream of the loader at the head of ``order`` until its ``last`` beat,
     then pops ``order``; a ``skip`` beat is consumed without being forwarded."""
@@ -117,10 +123,11 @@ class PE(wiring.Component):
         m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
         # A Loader unit holds one tile: each loader is TILES_PER_LOADER of them, its tile contexts,
-        # taking the port's requests in turn; below, ``loaders`` lists the contexts.
-        loaders = [Loader(self.W, self.L, tags=self.tags // TILES_PER_LOADER,
-                          sqq_bytes=self.sqq_bytes // TILES_PER_LOADER, addr_bits=self.addr_bits,
-                          id_bits=self.id_bits) for _ in range(self.loaders * TILES_PER_LOADER)]
+        # taking the port's requests in turn; below, ``loaders`` lists the contexts and ``per_port``
+        # groups them by loader.
+        loaders = [tile_context(self.W, self.L, tags=self.tags, sqq_bytes=self.sqq_bytes, addr_bits=self.addr_bits,
+                                id_bits=self.id_bits) for _ in range(self.loaders * TILES_PER_LOADER)]
+        per_port = [loaders[p * TILES_PER_LOADER:(p + 1) * TILES_PER_LOADER] for p in range(self.loaders)]
         pipeline = Pipeline(self.W, self.L)
         tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.loaders)
         m.submodules.pipeline = ResetInserter(squash)(pipeline)
@@ -137,21 +144,20 @@ class PE(wiring.Component):
             return q
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
-        self._requests(m, loaders, orders, regs, tout)
+        self._requests(m, loaders, per_port, orders, regs, tout)
         held_back = self._pipeline_inputs(m, loaders, orders, pipeline, tout)
         self._completions(m, pipeline, tout)
         self._memory(m, loaders, orders["value"])
-        self._status(m, loaders, orders, pipeline, tout, regs, held_back)
+        self._status(m, per_port, orders, pipeline, tout, regs, held_back)
         return m
 
-    def _requests(self, m, loaders, orders, regs, tout):
+    def _requests(self, m, loaders, per_port, orders, regs, tout):
         """Each port feeds the first idle context of its loader while TOut has a record free; the
         lowest port wins when several are taken in one cycle. Every accepted request enters the order
         FIFOs (the scale one only when scaling) and TOut's records; a context's failure marks the
         record of its request."""
         idle_and_asked = []
-        for p, port in enumerate(self.tepl_req):
-            contexts = loaders[p * TILES_PER_LOADER:(p + 1) * TILES_PER_LOADER]
+        for port, contexts in zip(self.tepl_req, per_port):
             taken_before = Cat(idle_and_asked).any()
             for c, loader in enumerate(contexts):
                 m.d.comb += [
@@ -253,7 +259,7 @@ class PE(wiring.Component):
                 loader.line_resp.payload.data.eq(self.mem_resp.payload.data),
             ]
 
-    def _status(self, m, loaders, orders, pipeline, tout, regs, held_back):
+    def _status(self, m, per_port, orders, pipeline, tout, regs, held_back):
         """Status, error record and performance counters."""
         done, failed = tout.done, tout.head.failed
         events = {
@@ -270,9 +276,8 @@ class PE(wiring.Component):
         }
         m.d.comb += [regs.events[COUNTER_INDEX[name]].eq(event) for name, event in events.items()]
         m.d.comb += [
-            regs.status.eq(Cat(tout.busy, [Cat(ld.state != LoaderState.IDLE
-                                               for ld in loaders[p * TILES_PER_LOADER:(p + 1) * TILES_PER_LOADER]).any()
-                                           for p in range(self.loaders)])),
+            regs.status.eq(Cat(tout.busy, [Cat(ld.state != LoaderState.IDLE for ld in contexts).any()
+                                           for contexts in per_port])),
             regs.error.en.eq(done & failed),
             regs.error.reason.eq(tout.head.reason),
             regs.error.id.eq(tout.head.id),

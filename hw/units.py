@@ -10,10 +10,9 @@ from deca.golden.format import MASK_BYTES
 from .datapath import Datapath
 from .expander import Expander
 from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
-from .loader import Loader
 from .lut_array import LUTArray
 from .params import LOADERS, TILES_PER_LOADER
-from .pe import PE, check_pe_params
+from .pe import PE, check_pe_params, tile_context
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .prefix_sum import WindowUnit
@@ -35,11 +34,6 @@ def _sqq(W, L, sqq_bytes, **_):
     return LineQueue(sqq_bytes // TILES_PER_LOADER // row_bytes, row_bytes, beat_bytes)
 
 
-def _context(W, L, tags, sqq_bytes, addr_bits, id_bits, **_):
-    return Loader(W, L, tags=tags // TILES_PER_LOADER, sqq_bytes=sqq_bytes // TILES_PER_LOADER,
-                  addr_bits=addr_bits, id_bits=id_bits)
-
-
 UNITS = {
     "pe": Unit("the complete PE (paper, Fig. 7 and 10)",
                lambda W, L, **p: PE(W, L, **p)),
@@ -48,7 +42,7 @@ UNITS = {
     "pipeline": Unit("dequantization, expansion and scaling, shared by the loaders",
                      lambda W, L, **_: Pipeline(W, L)),
     "loader": Unit("one tile context of a loader: request checks, tag table, queues, window unit",
-                   _context),
+                   lambda W, L, loaders, **p: tile_context(W, L, **p)),
     "sqq": Unit("a tile context's SQQ: a LineQueue of the value stream",
                 _sqq),
     "mask_queue": Unit("the bitmask queue: a one-row LineQueue",
@@ -56,7 +50,8 @@ UNITS = {
     "tag_table": Unit("a tile context's tag table",
                       lambda W, L, tags, **_: TagTable(tags // TILES_PER_LOADER)),
     "prefetcher": Unit("the stream prefetcher",
-                       lambda W, L, addr_bits, id_bits, loaders, **_: Prefetcher(addr_bits, id_bits, loaders)),
+                       lambda W, L, addr_bits, id_bits, loaders, **_:
+                       Prefetcher(addr_bits, id_bits, loaders * TILES_PER_LOADER)),
     "window_unit": Unit("popcount and prefix sums",
                         lambda W, L, **_: WindowUnit(W)),
     "expander": Unit("the triangular crossbar expander",
@@ -66,7 +61,7 @@ UNITS = {
     "bf16_scaler": Unit("one exact BF16 multiplier of the scaling stage",
                         lambda W, L, **_: BF16Scaler()),
     "tout": Unit("the TOut buffers and the completion port",
-                 lambda W, L, id_bits, loaders, **_: TOut(W, id_bits, loaders)),
+                 lambda W, L, id_bits, loaders, **_: TOut(W, id_bits, loaders * TILES_PER_LOADER, buffers=loaders)),
 }
 
 

@@ -4,8 +4,8 @@ Every expected value comes from ``deca.golden`` (``scale_mul``, ``read_codes``) 
 Python/NumPy written here from the documented contracts, never from the block under test.
 All testbenches are async (``sim.add_testbench``); combinational blocks run without a clock.
 
-The Python simulator costs ~15 us per BF16Scaler evaluation, so many lanes are packed into one
-wrapper component and driven through one wide signal per evaluation.
+The scaler's lanes are checked on every BF16 value by evaluating their netlist with NumPy
+(tests/aig.py), and on random values in the Python simulator.
 """
 
 from fractions import Fraction
@@ -25,6 +25,8 @@ from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
 from deca.hw.unpacker import CodeUnpacker
+
+from aig import Netlist
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -223,49 +225,51 @@ def test_window_unit_backpressure_loses_nothing(W, rng):
 # --- scaler -------------------------------------------------------------------------------------
 
 
+class ScaledLane(wiring.Component):
+    """A scale decoder feeding one BF16Scaler lane, as the scaling stage wires them."""
+
+    format: In(ScaleFormat)
+    code: In(16)
+    value: In(16)
+    result: Out(16)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.decoder = dec = ScaleDecoder()
+        m.submodules.lane = lane = BF16Scaler()
+        m.d.comb += [dec.format.eq(self.format), dec.code.eq(self.code), lane.value.eq(self.value),
+                     lane.scale.eq(dec.scale), self.result.eq(lane.result)]
+        return m
+
+
 class ScalerBank(wiring.Component):
-    """``decoders`` ScaleDecoders, each feeding ``per`` BF16Scaler lanes; all I/O through wide signals.
+    """``lanes`` ScaledLanes for the Python simulator, all I/O through wide signals: lane i is word i
+    of ``codes``, ``values`` and ``results``."""
 
-    Lane (d, p) is word d * per + p of ``values`` / ``results`` and uses scale code word d of ``codes``.
-    """
-
-    def __init__(self, decoders, per):
-        self.decoders, self.per = decoders, per
-        n = decoders * per
+    def __init__(self, lanes):
+        self.lanes = lanes
         super().__init__({
             "format": In(ScaleFormat),
-            "codes": In(16 * decoders),
-            "values": In(16 * n),
-            "results": Out(16 * n),
+            "codes": In(16 * lanes),
+            "values": In(16 * lanes),
+            "results": Out(16 * lanes),
         })
 
     def elaborate(self, platform):
         m = Module()
-        for d in range(self.decoders):
-            m.submodules[f"decoder{d}"] = dec = ScaleDecoder()
-            m.d.comb += [dec.format.eq(self.format), dec.code.eq(self.codes.word_select(d, 16))]
-            for p in range(self.per):
-                i = d * self.per + p
-                m.submodules[f"lane{i}"] = lane = BF16Scaler()
-                m.d.comb += [
-                    lane.value.eq(self.values.word_select(i, 16)),
-                    lane.scale.eq(dec.scale),
-                    self.results.word_select(i, 16).eq(lane.result),
-                ]
+        for i in range(self.lanes):
+            m.submodules[f"lane{i}"] = lane = ScaledLane()
+            m.d.comb += [lane.format.eq(self.format), lane.code.eq(self.codes.word_select(i, 16)),
+                         lane.value.eq(self.values.word_select(i, 16)), self.results.word_select(i, 16).eq(lane.result)]
         return m
 
 
-# Measured on pysim: 32..128 lanes cost about the same per lane evaluation (~15 us with the scales
-# held steady while the values sweep, ~3x that when the scale changes too); from 256 lanes the
-# slicing of the wide signals makes it slower. 4 decoders x 32 lanes sweep four scales at once.
-DECODERS, PER = 4, 32
-
-# Runtime budget: all 65,536 BF16 values for a core set of 12 scales per format (~1.1 s each; the
-# full product of every listed scale would take ~100 s), a subset of 2,048 values (every exponent
-# and sign with mantissas 0 and 0x7F, plus 1,024 random) for the rest. The core sets hold the
-# numerically demanding scales: rounding ties, overflow to Inf and underflow to zero after rounding,
-# Inf (Inf x 0 and Inf x DAZ-subnormal), zeros, subnormals, NaN. Groups of DECODERS scales share
-# one sweep, so the core sets are multiples of DECODERS.
+# Every BF16 value is multiplied by every scale of 8 bits (E8M0, E4M3: all 256 codes) and, for BF16
+# scales, by the core set below, the subset after it and 256 random ones: on the lane's and-inverter
+# graph (tests/aig.py), whose NumPy evaluation takes seconds where the Python simulator (a few ms per
+# lane and input, the lane being adder trees of single bits) would take hours. The core sets hold
+# the numerically demanding scales: rounding ties, overflow to Inf and underflow to zero after
+# rounding, Inf (Inf x 0 and Inf x DAZ-subnormal), zeros, subnormals, NaN.
 CORE_SCALES = {
     "bf16": [
         0x3F81,  # 1.0078125: ties (x 1.5), x 0x7F7E overflows to Inf only by rounding
@@ -313,64 +317,56 @@ SUBSET_SCALES = {
         0x02, 0x03, 0x04, 0x07, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86,  # subnormals
     ],
 }
-RANDOM_SCALES = {"bf16": 6, "e8m0": 3, "e4m3": 4}
+RANDOM_BF16_SCALES = 256
+HW_FORMAT = {"bf16": ScaleFormat.BF16, "e8m0": ScaleFormat.E8M0, "e4m3": ScaleFormat.E4M3}
 
 
-def edge_values():
-    """Every sign and exponent field with mantissa 0 and 0x7F (1,024 BF16 patterns)."""
-    se = np.arange(512, dtype=np.uint16) << 7
-    return np.concatenate([se, se | 0x7F])
+@pytest.fixture(scope="module")
+def lane_netlist():
+    return Netlist(ScaledLane())
 
 
-async def sweep(ctx, dut, fmt, scales, values):
-    """Results of ``values`` (one uint16 array per scale, length a multiple of PER) times ``scales``."""
-    n = dut.decoders * dut.per
-    out = []
-    for g in range(0, len(scales), dut.decoders):
-        group = list(scales[g:g + dut.decoders])
-        vals = list(values[g:g + dut.decoders])
-        while len(group) < dut.decoders:  # pad the last group with a repeat
-            group.append(group[0])
-            vals.append(vals[0])
-        ctx.set(dut.format, fmt)
-        ctx.set(dut.codes, pack16(group))
-        evals = len(vals[0]) // dut.per
-        grid = np.stack([v.reshape(evals, dut.per) for v in vals], axis=1)  # (evals, decoder, lane)
-        raw = []
-        for e in range(evals):
-            ctx.set(dut.values, pack16(grid[e].ravel()))
-            raw.append(ctx.get(dut.results))
-        res = np.stack([unpack16(r, n) for r in raw]).reshape(evals, dut.decoders, dut.per)
-        out.extend(res[:, d, :].ravel() for d in range(len(scales[g:g + dut.decoders])))
-    return out
+def scales_under_test(fmt, rng):
+    if fmt != "bf16":
+        return list(range(256))
+    return CORE_SCALES[fmt] + SUBSET_SCALES[fmt] + [int(x) for x in rng.integers(0, 1 << 16, RANDOM_BF16_SCALES)]
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "e8m0", "e4m3"])
-def test_scaler_bit_exact_against_scale_mul(fmt, rng):
-    hw_format = {"bf16": ScaleFormat.BF16, "e8m0": ScaleFormat.E8M0, "e4m3": ScaleFormat.E4M3}[fmt]
-    width = 16 if fmt == "bf16" else 8
-    nan = {"bf16": [], "e8m0": [0xFF], "e4m3": [0x7F, 0xFF]}[fmt]
-    random_scales = [int(x) for x in rng.integers(0, 1 << width, RANDOM_SCALES[fmt]) if int(x) not in nan]
-    subset = SUBSET_SCALES[fmt] + random_scales
-    all_values = np.arange(1 << 16, dtype=np.uint16)
-    core_values = [rng.permutation(all_values) for _ in CORE_SCALES[fmt]]
-    subset_values = [np.concatenate([edge_values(), rng.integers(0, 1 << 16, 1024).astype(np.uint16)])
-                     for _ in subset]
-    dut = ScalerBank(DECODERS, PER)
-    result = {}
+def test_scaler_bit_exact_against_scale_mul(fmt, rng, lane_netlist):
+    values = np.arange(1 << 16, dtype=np.uint16)
+    scales = scales_under_test(fmt, rng)
+    for first in range(0, len(scales), 16):  # 16 scales x 65,536 values per evaluation
+        group = scales[first:first + 16]
+        got = lane_netlist.evaluate(format=np.array([HW_FORMAT[fmt].value]), code=np.repeat(group, len(values)),
+                                    value=np.tile(values, len(group)))["result"].reshape(len(group), -1)
+        for scale, row in zip(group, got):
+            expected = scale_mul(values, scale, fmt)
+            bad = np.flatnonzero(row != expected)
+            assert not len(bad), (
+                f"{fmt} scale {scale:#06x}: {len(bad)} of {len(values)} values wrong, e.g. "
+                + ", ".join(f"{values[i]:#06x} -> {int(row[i]):#06x} (expected {expected[i]:#06x})" for i in bad[:6]))
+
+
+def test_scaler_lanes_in_the_python_simulator(rng):
+    """The lanes as the Python simulator runs them (the PE's tests and users' simulations) agree with
+    the golden model on random scales and values of every format."""
+    dut = ScalerBank(16)
+    cases = []
 
     async def tb(ctx):
-        result["core"] = await sweep(ctx, dut, hw_format, CORE_SCALES[fmt], core_values)
-        result["subset"] = await sweep(ctx, dut, hw_format, subset, subset_values)
+        for fmt in ("bf16", "e8m0", "e4m3") * 4:
+            codes = rng.integers(0, 1 << (16 if fmt == "bf16" else 8), dut.lanes).astype(np.uint16)
+            values = rng.integers(0, 1 << 16, dut.lanes).astype(np.uint16)
+            ctx.set(dut.format, HW_FORMAT[fmt])
+            ctx.set(dut.codes, pack16(codes))
+            ctx.set(dut.values, pack16(values))
+            cases.append((fmt, codes, values, unpack16(ctx.get(dut.results), dut.lanes)))
 
     run(dut, tb, clocked=False)
-    for kind, scales, values in (("core", CORE_SCALES[fmt], core_values), ("subset", subset, subset_values)):
-        for scale, v, got in zip(scales, values, result[kind]):
-            expected = scale_mul(v, scale, fmt)
-            bad = np.flatnonzero(got != expected)
-            assert not len(bad), (
-                f"{fmt} scale {scale:#06x}: {len(bad)} of {len(v)} values wrong, e.g. "
-                + ", ".join(f"{v[i]:#06x} -> {got[i]:#06x} (expected {expected[i]:#06x})" for i in bad[:6]))
+    for fmt, codes, values, got in cases:
+        expected = [scale_mul(v, int(c), fmt) for c, v in zip(codes, values)]
+        assert list(got) == expected, (fmt, [hex(c) for c in codes], [hex(v) for v in values])
 
 
 def exact_products(values, scale, fmt):
