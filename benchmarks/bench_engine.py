@@ -10,10 +10,13 @@ is this process's and its children's (the cocotb simulator is a child), so every
 counts: the workload's compression, the golden tiles, the run, the record. Printed: per engine and
 repeat the simulated cycles (the sum of the records' cycles), CPU and wall seconds, the median
 cycles per CPU second and the ratio; then the fast engine alone on ``--fast-tiles`` tiles per point,
-where the run itself dominates, with the CPU time of the C++ loop alone (``VerilatorBus.run``).
+where the run itself dominates, with the CPU time of the C++ loop alone (``VerilatorBus.run``);
+with ``--compilers clang++,c++`` that part alternates between engines built by each compiler
+(``DECA_ENGINE_CXX``), so their ratio comes from one run.
 """
 
 import argparse
+import os
 import resource
 import statistics
 import tempfile
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 
 from deca.hw.generate import top_name
-from deca.sim.bench.engine import VerilatorBus, build
+from deca.sim.bench.engine import VerilatorBus, build, compiler
 from deca.sim.bench.ports import PePorts
 from deca.sim.bench.system import system
 from deca.sim.measure import campaign
@@ -69,6 +72,8 @@ def main(argv=None):
     p.add_argument("--fast-tiles", type=int, default=1024, help="tiles per point, fast engine alone (default 1024)")
     p.add_argument("--workloads", default=",".join(RUN_WORKLOADS))
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--compilers", help="C++ compilers of the fast engine to compare at --fast-tiles, comma-separated "
+                   "(default: the one deca.sim.bench.engine.compiler() picks)")
     p.add_argument("--smoke", action="store_true", help="W = 8, L = 4, bf8@0.5 in both modes, 4 tiles, one repeat")
     args = p.parse_args(argv)
     if args.smoke:
@@ -96,16 +101,29 @@ def main(argv=None):
                     assert diff is None, f"the engines' records differ: {diff}"
         python, fast = (statistics.median(rates[e]) for e in ("python", "fast"))
         print(f"median: python {python:,.0f}, fast {fast:,.0f} cycles per CPU second: {fast / python:.1f}x")
-        big = []
-        LOOP.update(cpu=0.0, cycles=0)
+        compilers = args.compilers.split(",") if args.compilers else [compiler()[0]]
+        for cxx in compilers:
+            os.environ["DECA_ENGINE_CXX"] = cxx
+            print(f"building with {cxx}: {compiler()[1]} (not timed)", flush=True)
+            build(verilog, top, PePorts())
+        big = {cxx: [] for cxx in compilers}
+        loop = {cxx: [0.0, 0] for cxx in compilers}
         for i in range(args.repeat):
-            records, cpu, wall = measure("fast", verilog, W, L, points, args.fast_tiles, Path(tmp) / f"big-{i}")
-            cycles = sum(r["cycles"] for r in records)
-            big.append(cycles / cpu)
-            print(f"  fast engine, {args.fast_tiles} tiles per point: {cycles} cycles, {cpu:.2f} s CPU, "
-                  f"{wall:.2f} s wall: {cycles / cpu:,.0f} cycles per CPU second", flush=True)
-        print(f"median: fast {statistics.median(big):,.0f} cycles per CPU second at {args.fast_tiles} tiles per point; "
-              f"the C++ loop alone {LOOP['cycles'] / LOOP['cpu']:,.0f}")
+            for cxx in compilers:
+                os.environ["DECA_ENGINE_CXX"] = cxx
+                LOOP.update(cpu=0.0, cycles=0)
+                records, cpu, wall = measure("fast", verilog, W, L, points, args.fast_tiles, Path(tmp) / f"big-{i}")
+                cycles = sum(r["cycles"] for r in records)
+                big[cxx].append(cycles / cpu)
+                loop[cxx][0] += LOOP["cpu"]
+                loop[cxx][1] += LOOP["cycles"]
+                print(f"  fast engine ({cxx}), {args.fast_tiles} tiles per point: {cycles} cycles, {cpu:.2f} s CPU, "
+                      f"{wall:.2f} s wall: {cycles / cpu:,.0f} cycles per CPU second", flush=True)
+        first = statistics.median(big[compilers[0]])
+        for cxx in compilers:
+            print(f"median: fast ({cxx}) {statistics.median(big[cxx]):,.0f} cycles per CPU second at {args.fast_tiles} "
+                  f"tiles per point ({statistics.median(big[cxx]) / first:.2f}x {compilers[0]}); "
+                  f"the C++ loop alone {loop[cxx][1] / loop[cxx][0]:,.0f}")
 
 
 if __name__ == "__main__":

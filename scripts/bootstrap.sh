@@ -69,6 +69,15 @@ ensure_cxx() {
     say "         Install them with 'sudo apt-get install g++ make'."
 }
 
+# The fast measurement engine compiles the Verilated PE with clang++ where installed: its model runs
+# about 1.4x faster than g++'s and compiles in half the time (README). g++ serves without it.
+ensure_clang() {
+    command -v clang++ >/dev/null && return 0
+    apt_install clang && command -v clang++ >/dev/null && return 0
+    say "warning: clang++ is missing and could not be installed; the fast engine is built with g++ (about 1.4x slower)."
+    say "         Install it with 'sudo apt-get install clang'."
+}
+
 # The software baseline's C kernels (deca.baseline), compiled for this CPU into build/baseline/.
 ensure_baseline() {
     "$VENV/bin/deca" baseline --build >/dev/null && return 0
@@ -79,4 +88,5 @@ ensure_venv
 ensure_iverilog
 ensure_opensta
 ensure_cxx
+ensure_clang
 ensure_baseline

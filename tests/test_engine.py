@@ -152,3 +152,24 @@ def test_build_errors_name_the_error_and_the_file(tmp_path, monkeypatch):
     with pytest.raises(EngineBuildError, match=r"failed: .*harness\.cpp:\d+:\d+: error: .*undeclared"):
         build(verilog, "tiny", ports, build_root=tmp_path / "b2")
     assert model.stat().st_mtime_ns == built  # a changed harness recompiled only itself
+
+
+def test_the_compiler_is_chosen_and_keys_the_build(tmp_path, monkeypatch):
+    ports = SimpleNamespace(inputs=(), outputs=())
+    verilog = tmp_path / "tiny.v"
+    verilog.write_text(TINY)
+    # c++ under another version line, logging its calls: the same Verilog builds again, elsewhere, with it.
+    other, calls = tmp_path / "other-cxx", tmp_path / "calls.log"
+    other.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "other 1.0"; exit 0; }}\necho "$@" >> {calls}\n'
+                     'exec c++ "$@"\n')
+    other.chmod(0o755)
+    monkeypatch.setenv("DECA_ENGINE_CXX", "c++")
+    first = build(verilog, "tiny", ports, build_root=tmp_path / "b")
+    monkeypatch.setenv("DECA_ENGINE_CXX", str(other))
+    second = build(verilog, "tiny", ports, build_root=tmp_path / "b")
+    assert second.parent != first.parent and second.is_file()
+    log = calls.read_text()
+    assert "verilated.cpp" in log and "harness.cpp" in log  # the model's runtime and the harness
+    monkeypatch.setenv("DECA_ENGINE_CXX", "no-such-compiler")
+    with pytest.raises(EngineBuildError, match="DECA_ENGINE_CXX=no-such-compiler: no such C"):
+        build(verilog, "tiny", ports, build_root=tmp_path / "b")
