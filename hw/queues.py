@@ -26,15 +26,9 @@ def beat_layout(beat_bytes):
     return data.StructLayout({"data": 8 * beat_bytes, "nbytes": range(beat_bytes + 1), "last": 1})
 
 
-def _within(shift, R, b):
-    """Whether byte b of the shifted window holds line data: shift <= b < shift + 64, with shift
-    in 0..R-1. Comparisons that range makes constant are decided here, not left to the netlist
-    (Verilator's CMPCONST would flag them)."""
-    low = True if b >= R - 1 else shift <= b
-    high = True if b < LINE_BYTES else (False if b - LINE_BYTES >= R - 1 else shift > b - LINE_BYTES)
-    if low is True or high is True:
-        return high if low is True else low
-    return low & high
+def _below(n, width):
+    """The ``width``-bit thermometer code of ``n`` (0..``width``): bits 0 to n - 1 set."""
+    return ~(Const((1 << width) - 1, width) << n)[:width]
 
 
 def write_layout():
@@ -99,17 +93,21 @@ class LineQueue(wiring.Component):
         row_b = u // R  # the row holding the line's end (or all of it when aligned)
         shifted = Signal(16 * R)
         m.d.comb += shifted.eq(w.payload.data << (shift * 8))
-        end_first = Signal(signed(LEN_BITS + 9))  # stream byte at byte 0 of row_b
-        m.d.comb += end_first.eq(row_b * R)
+        # The bytes of the line that belong to the stream, [first, end): only line 0 has bytes before
+        # it, only the last line bytes after it. One thermometer code each, shifted with the data:
+        # a decoder per bound rather than two range compares per byte.
+        first = Mux(w.payload.index == 0, offset, 0)
+        end = Signal(signed(LEN_BITS + 2))
+        m.d.comb += end.eq(offset + length - w.payload.index * LINE_BYTES)
+        end_in_line = Mux(end < 0, 0, Mux(end > LINE_BYTES, LINE_BYTES, end))
+        line_en = Signal(LINE_BYTES)
+        m.d.comb += line_en.eq(Mux(w.valid, _below(end_in_line[:7], LINE_BYTES) & ~_below(first, LINE_BYTES), 0))
+        en = Signal(2 * R)
+        m.d.comb += en.eq(line_en << shift)
         layout = data.StructLayout({"en": R, "data": 8 * R})
         parts = [Signal(layout, name=f"write{part}") for part in (0, 1)]
         for part, port in enumerate(parts):
-            first = Signal(signed(LEN_BITS + 9))  # stream byte at byte 0 of the row (negative: none)
-            m.d.comb += [first.eq(end_first - (R if part == 0 else 0)), port.data.eq(shifted.word_select(part, 8 * R))]
-            for j in range(R):
-                in_line = _within(shift, R, j + part * R)
-                in_stream = (first + j >= 0) & (first + j < length)
-                m.d.comb += port.en[j].eq(w.valid & in_line & in_stream)
+            m.d.comb += [port.data.eq(shifted.word_select(part, 8 * R)), port.en.eq(en.word_select(part, R))]
         return row_b, parts
 
     def _arrivals(self, m):
