@@ -15,15 +15,17 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .expander import EXPANDER_LATENCY
 from .layouts import ConfigSignature, out_layout, scale_beat_layout, tile_layout, value_beat_layout
 from .params import check_params
 from .pipeline import Pipeline
-from .prefix_sum import WindowUnit
+from .prefix_sum import WINDOW_LATENCY, WindowUnit
+from .scaler import SCALER_LATENCY
 
 #: Cycles from accepting a tile's bitmask to the handshake of its last chunk, beyond the sum of
-#: the dequantization cycles of its vOps: one register each for the bitmask and the vOp in the
-#: window unit, DD and the output chunk. Later tiles follow without gaps.
-PIPELINE_FILL = 4
+#: the dequantization cycles of its vOps (the last of which writes SD): the window unit's, the
+#: expander's and the scaling stage's registers. Later tiles follow without gaps.
+PIPELINE_FILL = WINDOW_LATENCY + EXPANDER_LATENCY + SCALER_LATENCY
 
 
 class Datapath(wiring.Component):

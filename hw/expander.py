@@ -11,6 +11,9 @@ from amaranth.lib.wiring import In, Out
 
 from .layouts import chunk_layout, sd_layout
 
+#: Registers from SD to DD.
+EXPANDER_LATENCY = 1
+
 
 class Expander(wiring.Component):
     def __init__(self, W):

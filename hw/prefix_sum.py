@@ -13,6 +13,9 @@ from deca.golden.format import TILE_ELEMS
 
 from .layouts import tile_layout, vop_layout
 
+#: Cycles from a tile's bitmask handshake to its first vOp's valid: the bitmask and vOp registers.
+WINDOW_LATENCY = 2
+
 
 def prefix_sums(bits):
     """Inclusive prefix sums of a list of 1-bit values, Kogge-Stone: log2(n) levels of adders."""

@@ -13,6 +13,9 @@ from amaranth.lib.wiring import In, Out
 
 from .layouts import BF16, ScaleFormat, ScaleGroup, chunk_layout, out_layout, scale_beat_layout
 
+#: Registers from DD to the output chunk.
+SCALER_LATENCY = 1
+
 BF16_NAN = 0x7FC0
 BF16_INF = 0x7F80
 

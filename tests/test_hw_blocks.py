@@ -22,7 +22,7 @@ from deca.golden.numerics import scale_mul
 from deca.hw.layouts import ScaleFormat, physical_lanes, vop_layout
 from deca.hw.lut_array import LUTArray
 from deca.hw.params import dequant_lanes
-from deca.hw.prefix_sum import WindowUnit, prefix_sums
+from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
 from deca.hw.unpacker import CodeUnpacker
 
@@ -197,10 +197,10 @@ def test_window_unit_descriptors_back_to_back(W, sparse, rng):
         assert sorted(v[0] for v in vops[:256]) == list(range(256))
     if not sparse:
         assert all(v[1] == W and v[2] == tuple(range(W)) for v in vops)
-    # Back to back: the first vOp two cycles after its tile (bitmask and vOp registers,
-    # datapath.PIPELINE_FILL), then one per cycle with no gap between tiles.
+    # Back to back: the first vOp WINDOW_LATENCY cycles after its tile, then one per cycle with no
+    # gap between tiles.
     assert first_tile == 0
-    assert cycles == list(range(2, 2 + len(expected))), f"vOp handshake cycles {cycles}"
+    assert cycles == list(range(WINDOW_LATENCY, WINDOW_LATENCY + len(expected))), f"vOp handshake cycles {cycles}"
 
 
 @pytest.mark.parametrize("W", [8, 16, 32, 64])
