@@ -3,13 +3,18 @@
 DD[j] = mask[j] ? SD[prefix(j)] : +0. Since prefix(j) <= j, output j only needs inputs 0..j: the
 crossbar is triangular, W(W+1)/2 crosspoints instead of W^2. In dense mode the mask is all ones and
 prefix(j) = j, so the stage passes SD through at the same rate.
+
+DD is a register slice (``hw/stages.py``): ``sd.ready`` comes from a register, so the scaling
+stage's ready (and the scale queue's valid behind it) does not reach the dequantization stage in
+the same cycle.
 """
 
-from amaranth.hdl import Array, Module, Mux
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import chunk_layout, sd_layout
+from .stages import RegisterSlice
 
 #: Registers from SD to DD.
 EXPANDER_LATENCY = 1
@@ -25,14 +30,15 @@ class Expander(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        sd, dd = self.sd.payload, self.dd.payload
-        advance = ~self.dd.valid | self.dd.ready
-        m.d.comb += self.sd.ready.eq(advance)
-        with m.If(advance):
-            m.d.sync += self.dd.valid.eq(self.sd.valid)
-            with m.If(self.sd.valid):
-                for j in range(self.W):
-                    inputs = Array(sd.data[i] for i in range(j + 1))
-                    m.d.sync += dd.data[j].eq(Mux(sd.mask[j], inputs[sd.prefix[j]], 0))
-                m.d.sync += [dd.mask.eq(sd.mask), dd.index.eq(sd.index), dd.last.eq(sd.last)]
+        m.submodules.dd = dd = RegisterSlice(chunk_layout(self.W))
+        sd = self.sd.payload
+        expanded = Signal(chunk_layout(self.W))
+        for j in range(self.W):
+            inputs = Array(sd.data[i] for i in range(j + 1))
+            m.d.comb += expanded.data[j].eq(Mux(sd.mask[j], inputs[sd.prefix[j]], 0))
+        m.d.comb += [
+            expanded.mask.eq(sd.mask), expanded.index.eq(sd.index), expanded.last.eq(sd.last),
+            dd.i.valid.eq(self.sd.valid), dd.i.payload.eq(expanded), self.sd.ready.eq(dd.i.ready),
+        ]
+        wiring.connect(m, dd.o, wiring.flipped(self.dd))
         return m

@@ -19,7 +19,7 @@ order FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entri
 aborted lines come back, and the prefetcher and registers are untouched.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,7 +32,13 @@ from .params import LOADERS, TILES_PER_LOADER, ParameterError, check_loaders, ch
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
+from .stages import RegisterSlice
 from .tout import TOut
+
+#: Cycles from the pipeline's chunk that completes a tile row to the row's beat on ``tepl_resp``
+#: (core ready, no earlier beat in the way): TOut reads the row in the next cycle, into its response
+#: register, then the port's response register.
+ROW_LATENCY = 3
 
 
 def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
@@ -144,31 +150,45 @@ class PE(wiring.Component):
             return q
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
-        self._requests(m, loaders, per_port, orders, regs, tout)
+        request_held = self._requests(m, loaders, per_port, orders, regs, tout)
         held_back = self._pipeline_inputs(m, loaders, orders, pipeline, tout)
-        self._completions(m, pipeline, tout)
+        waiting_completion = self._completions(m, pipeline, tout)
         self._memory(m, loaders, orders["value"])
-        self._status(m, per_port, orders, pipeline, tout, regs, held_back)
+        self._status(m, per_port, orders, pipeline, regs, held_back,
+                     busy=tout.busy | request_held | waiting_completion)
         return m
 
     def _requests(self, m, loaders, per_port, orders, regs, tout):
-        """Each port feeds the first idle context of its loader while TOut has a record free; the
-        lowest port wins when several are taken in one cycle. Every accepted request enters the order
-        FIFOs (the scale one only when scaling) and TOut's records; a context's failure marks the
-        record of its request."""
-        idle_and_asked = []
-        for port, contexts in zip(self.tepl_req, per_port):
-            taken_before = Cat(idle_and_asked).any()
+        """The ports feed one request register, a request a cycle (the lowest port wins a tie); a
+        port is ready while its loader has an idle context that the held request does not claim. The
+        held request moves to the first idle context of its loader once TOut has a record free. Every
+        request moved enters the order FIFOs (the scale one only when scaling) and TOut's records; a
+        context's failure marks the record of its request. Returns: a request is held.
+
+        So ``ready`` comes from flip-flops, but for the tie: a lower port's ``valid`` clears a higher
+        port's ``ready`` in the same cycle (one gate), and ``squash`` clears every ``ready``."""
+        squash = self.squash
+        held, held_port = Signal(), Signal(range(self.loaders))
+        held_req = Signal.like(self.tepl_req[0].payload)
+        move = Signal()
+        m.d.comb += move.eq(held & tout.room & ~squash)
+        taken_before = Const(0)
+        with m.If(squash | move):
+            m.d.sync += held.eq(0)
+        for p, (port, contexts) in enumerate(zip(self.tepl_req, per_port)):
+            idle = [ld.state == LoaderState.IDLE for ld in contexts]
+            claimed = held & (held_port == p)
+            m.d.comb += port.ready.eq((~held | move) & (sum(idle) > claimed) & ~taken_before & ~squash)
+            with m.If(port.valid & port.ready):
+                m.d.sync += [held.eq(1), held_port.eq(p), held_req.eq(port.payload)]
+            taken_before = taken_before | port.valid
             for c, loader in enumerate(contexts):
                 m.d.comb += [
-                    loader.req.valid.eq(port.valid),
-                    loader.req.payload.eq(port.payload),
-                    loader.squash.eq(self.squash),
-                    loader.grant.eq(tout.room & ~taken_before
-                                    & ~Cat(ld.state == LoaderState.IDLE for ld in contexts[:c]).any()),
+                    loader.req.valid.eq(move & (held_port == p)),
+                    loader.req.payload.eq(held_req),
+                    loader.squash.eq(squash),
+                    loader.grant.eq(~Cat(idle[:c]).any()),
                 ]
-            m.d.comb += port.ready.eq(Cat(ld.req.ready for ld in contexts).any())
-            idle_and_asked.append(port.valid & Cat(ld.state == LoaderState.IDLE for ld in contexts).any())
         accepted = Cat(ld.req.valid & ld.req.ready for ld in loaders)
         which = Signal(range(len(loaders)))
         for i in range(len(loaders)):
@@ -192,6 +212,7 @@ class PE(wiring.Component):
             prefetcher.degree.eq(regs.degree),
         ]
         wiring.connect(m, prefetcher.pf, wiring.flipped(self.pf_req))
+        return held
 
     def _pipeline_inputs(self, m, loaders, orders, pipeline, tout):
         """The pipeline's three inputs, each following request order; a tile's first vOp enters only
@@ -204,28 +225,36 @@ class PE(wiring.Component):
             wiring.connect(m, order.r_stream, mux.order)
             for i, loader in enumerate(loaders):
                 wiring.connect(m, getattr(loader, name), mux.ins[i])
+            # A register between the selectors and the pipeline, so that neither the order FIFOs'
+            # selection nor the pipeline's ready reaches across in one cycle.
+            m.submodules[f"{name}_reg"] = slice_ = ResetInserter(self.squash)(RegisterSlice(layout))
+            wiring.connect(m, slice_.o, getattr(pipeline, name))
             if name == "vops":
-                vops = mux.out
+                vops, vops_in = mux.out, slice_.i
             else:
-                wiring.connect(m, mux.out, getattr(pipeline, name))
+                wiring.connect(m, mux.out, slice_.i)
         first = vops.payload.index == 0
         go = tout.alloc | ~first
         m.d.comb += [
-            pipeline.vops.valid.eq(vops.valid & go),
-            pipeline.vops.payload.eq(vops.payload),
-            vops.ready.eq(pipeline.vops.ready & go),
+            vops_in.valid.eq(vops.valid & go),
+            vops_in.payload.eq(vops.payload),
+            vops.ready.eq(vops_in.ready & go),
             tout.start.eq(vops.valid & vops.ready & first),
         ]
         return vops.valid & ~go
 
     def _completions(self, m, pipeline, tout):
-        """Chunks into TOut's buffer ring, completions in request order."""
+        """Chunks into TOut's buffer ring, completions in request order through the response
+        register; ``squash`` gates the port in its own cycle. Returns: a beat is in that register."""
         wiring.connect(m, pipeline.out, tout.chunks)
+        m.submodules.tepl_resp_reg = resp = ResetInserter(self.squash)(RegisterSlice(tout.resp.payload.shape()))
+        wiring.connect(m, tout.resp, resp.i)
         m.d.comb += [
-            self.tepl_resp.payload.eq(tout.resp.payload),
-            self.tepl_resp.valid.eq(tout.resp.valid & ~self.squash),
-            tout.resp.ready.eq(self.tepl_resp.ready & ~self.squash),
+            self.tepl_resp.payload.eq(resp.o.payload),
+            self.tepl_resp.valid.eq(resp.o.valid & ~self.squash),
+            resp.o.ready.eq(self.tepl_resp.ready & ~self.squash),
         ]
+        return resp.o.valid
 
     def _memory(self, m, loaders, value_order):
         """Line reads: the context of the oldest request whose values are still to flow first, then
@@ -244,26 +273,39 @@ class PE(wiring.Component):
                         with m.If(loaders[(f + k) % n].line_req.valid):
                             m.d.comb += pick.eq((f + k) % n)
         chosen = Array(ld.line_req for ld in loaders)[pick]
+        # Requests leave from a register; a squash does not drop one there, since its tag-table
+        # entry waits for the response (stale).
+        m.submodules.mem_req_reg = req = RegisterSlice(self.mem_req.payload.shape())
         m.d.comb += [
-            self.mem_req.valid.eq(chosen.valid & ~self.squash),
-            self.mem_req.payload.addr.eq(chosen.payload.addr),
-            self.mem_req.payload.tag.eq(Cat(chosen.payload.tag, pick)),
+            req.i.valid.eq(chosen.valid & ~self.squash),
+            req.i.payload.addr.eq(chosen.payload.addr),
+            req.i.payload.tag.eq(Cat(chosen.payload.tag, pick)),
+            self.mem_req.payload.eq(req.o.payload),
+            self.mem_req.valid.eq(req.o.valid & ~self.squash),
+            req.o.ready.eq(self.mem_req.ready & ~self.squash),
         ]
-        tag = self.mem_resp.payload.tag
+        # Responses enter a register first (every cycle: there is no ready).
+        resp = Signal.like(self.mem_resp.payload)
+        resp_valid = Signal()
+        m.d.sync += [resp.eq(self.mem_resp.payload), resp_valid.eq(self.mem_resp.valid)]
+        tag = resp.tag
         index_bits = (self.tags // TILES_PER_LOADER - 1).bit_length()
         for i, loader in enumerate(loaders):
             m.d.comb += [
-                loader.line_req.ready.eq(self.mem_req.ready & ~self.squash & (pick == i)),
-                loader.line_resp.valid.eq(self.mem_resp.valid & (tag[index_bits:] == i)),
+                loader.line_req.ready.eq(req.i.ready & ~self.squash & (pick == i)),
+                loader.line_resp.valid.eq(resp_valid & (tag[index_bits:] == i)),
                 loader.line_resp.payload.tag.eq(tag[:index_bits]),
-                loader.line_resp.payload.data.eq(self.mem_resp.payload.data),
+                loader.line_resp.payload.data.eq(resp.data),
             ]
 
-    def _status(self, m, per_port, orders, pipeline, tout, regs, held_back):
-        """Status, error record and performance counters."""
-        done, failed = tout.done, tout.head.failed
+    def _status(self, m, per_port, orders, pipeline, regs, held_back, busy):
+        """Status, error record and performance counters; completions count as they leave the port.
+        ``busy``: some accepted TEPL is not completed."""
+        resp = self.tepl_resp
+        done = resp.valid & resp.ready & resp.payload.last
+        failed = resp.payload.error
         events = {
-            "BUSY_CYCLES": tout.busy,
+            "BUSY_CYCLES": busy,
             "VOPS": pipeline.vops.valid & pipeline.vops.ready,
             "BUBBLE_CYCLES": pipeline.bubble,
             "STARVE_CYCLES": pipeline.waiting & orders["vop"].r_rdy & ~held_back,
@@ -276,9 +318,9 @@ class PE(wiring.Component):
         }
         m.d.comb += [regs.events[COUNTER_INDEX[name]].eq(event) for name, event in events.items()]
         m.d.comb += [
-            regs.status.eq(Cat(tout.busy, [Cat(ld.state != LoaderState.IDLE for ld in contexts).any()
-                                           for contexts in per_port])),
+            regs.status.eq(Cat(busy, [Cat(ld.state != LoaderState.IDLE for ld in contexts).any()
+                                      for contexts in per_port])),
             regs.error.en.eq(done & failed),
-            regs.error.reason.eq(tout.head.reason),
-            regs.error.id.eq(tout.head.id),
+            regs.error.reason.eq(resp.payload.reason),
+            regs.error.id.eq(resp.payload.id),
         ]

@@ -14,8 +14,10 @@ tile has left its queues:
   while the buffer it writes is free, so a broken allocation stalls instead of overwriting a tile.
 
 A completion goes out as 16 beats of one 64-byte row, **each as soon as the chunks covering it are
-written** (a row is readable the cycle after its last chunk), with ``last`` on row 15; a failed
-request completes with one error beat instead. No row of a request can leave before its verdict:
+written** (a row is read the cycle after its last chunk), with ``last`` on row 15; a failed
+request completes with one error beat instead. The buffer memory reads synchronously, as an SRAM
+macro does: its read register is the ``resp`` register, loaded when ``resp`` is empty or taken
+(``done``, the record and the buffer freed, as the last beat is loaded). No row of a request can leave before its verdict:
 a request fails only before any of it flows, and a later tile starts only after the failed
 request's skip beat passed the vOp selector, a cycle after its record was marked.
 """
@@ -47,7 +49,8 @@ def memory_rows(W):
 
 class TOut(wiring.Component):
     """See the module docstring; ``loaders``: the ports of ``fails``; ``buffers``: tile buffers
-    (default one per loader). ``done``: the head's last beat goes out in this cycle."""
+    (default one per loader). ``done``: the head's last beat is loaded into ``resp`` in this cycle;
+    ``busy``: a record is in use or a beat waits in ``resp``."""
 
     def __init__(self, W, id_bits, loaders, buffers=None):
         self.W, self.loaders = W, loaders
@@ -70,9 +73,9 @@ class TOut(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        delivered = self._records(m)
+        delivered, in_use = self._records(m)
         mem, rb, held, chunk, full = self._buffers(m, delivered)
-        self._rows(m, mem, rb, held, chunk, full)
+        self._rows(m, mem, rb, held, chunk, full, in_use)
         return m
 
     @staticmethod
@@ -80,12 +83,14 @@ class TOut(wiring.Component):
         return Mux(pointer == size - 1, 0, pointer + 1)
 
     def _records(self, m):
-        """The ring of request records; returns ``delivered``: a tile's completion ends in this cycle."""
+        """The ring of request records; returns ``delivered`` (a tile's completion ends in this cycle)
+        and whether a record is in use."""
         n = self.slots
         records = Array(Signal(record_layout(len(self.accept_id)), name=f"record{i}") for i in range(n))
         tail, first = Signal(range(n)), Signal(range(n))
         count = Signal(range(n + 1))
-        m.d.comb += [self.room.eq(count < n), self.slot.eq(tail), self.busy.eq(count != 0),
+        in_use = count != 0
+        m.d.comb += [self.room.eq(count < n), self.slot.eq(tail), self.busy.eq(in_use | self.resp.valid),
                      self.head.eq(records[first])]
         with m.If(self.accept):
             m.d.sync += [records[tail].id.eq(self.accept_id), records[tail].failed.eq(0),
@@ -96,7 +101,7 @@ class TOut(wiring.Component):
         with m.If(self.done):
             m.d.sync += first.eq(self._advance(first, n))
         m.d.sync += count.eq(count + self.accept - self.done)
-        return self.done & ~self.head.failed
+        return self.done & ~self.head.failed, in_use
 
     def _buffers(self, m, delivered):
         """The tile ring: ``wb`` is written, ``rb`` read; ``held`` tiles have a buffer."""
@@ -131,27 +136,38 @@ class TOut(wiring.Component):
                             & ~Mux(delivered, Const(1, n) << rb, 0))
         return mem, rb, held, chunk, full
 
-    def _rows(self, m, mem, rb, held, chunk, full):
-        """Tile row ``row`` of the head's buffer, once written: its whole tile, or enough chunks of it."""
+    def _rows(self, m, mem, rb, held, chunk, full, in_use):
+        """Tile row ``row`` of the head's buffer, once written (its whole tile, or enough chunks of
+        it), into ``resp``: the read port's data and a register of the beat's other fields."""
         row = Signal(range(TILE_ROWS))
-        rp = mem.read_port(domain="comb")
+        rp = mem.read_port(transparent_for=())
         row_bits, rows = memory_rows(self.W)
         rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
-        m.d.comb += rp.addr.eq(rb * rows + row // rows_per)
-        row_data = rp.data.word_select(row % rows_per, 8 * LINE_BYTES) if rows_per > 1 else rp.data
         # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being written.
         elems_per_row = TILE_ELEMS // TILE_ROWS
         written = (held != 0) & (full.bit_select(rb, 1) | (chunk * self.W >= (row + 1) * elems_per_row))
         head, r = self.head, self.resp.payload
+        beat = Signal(tepl_response_layout(len(head.id)))  # the next beat, but for its data
         m.d.comb += [
-            self.resp.valid.eq(self.busy & (head.failed | written)),
-            r.data.eq(Mux(head.failed, 0, row_data)),
-            r.id.eq(head.id),
-            r.row.eq(Mux(head.failed, 0, row)),
-            r.last.eq(head.failed | (row == TILE_ROWS - 1)),
-            r.error.eq(head.failed),
-            r.reason.eq(Mux(head.failed, head.reason, ErrorReason.NONE)),
-            self.done.eq(self.resp.valid & self.resp.ready & r.last),
+            beat.id.eq(head.id),
+            beat.row.eq(Mux(head.failed, 0, row)),
+            beat.last.eq(head.failed | (row == TILE_ROWS - 1)),
+            beat.error.eq(head.failed),
+            beat.reason.eq(Mux(head.failed, head.reason, ErrorReason.NONE)),
         ]
-        with m.If(self.resp.valid & self.resp.ready):
-            m.d.sync += row.eq(Mux(r.last, 0, row + 1))
+        ready = in_use & (head.failed | written)
+        load = ~self.resp.valid | self.resp.ready
+        fire = load & ready
+        m.d.comb += [rp.en.eq(load), rp.addr.eq(rb * rows + row // rows_per), self.done.eq(fire & beat.last)]
+        loaded = Signal.like(beat)
+        with m.If(load):
+            m.d.sync += [self.resp.valid.eq(ready), loaded.eq(beat)]
+        with m.If(fire):
+            m.d.sync += row.eq(Mux(beat.last, 0, row + 1))
+        row_data = rp.data
+        if rows_per > 1:
+            part = Signal(range(rows_per))  # the tile row's part of the memory row read
+            with m.If(load):
+                m.d.sync += part.eq(row % rows_per)
+            row_data = rp.data.word_select(part, 8 * LINE_BYTES)
+        m.d.comb += [r.eq(loaded), r.data.eq(Mux(loaded.error, 0, row_data))]

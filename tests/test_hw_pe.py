@@ -7,7 +7,7 @@ from amaranth.sim import Simulator
 
 from deca.hw import pe
 from deca.hw.params import ParameterError
-from deca.hw.pe import PE
+from deca.hw.pe import PE, ROW_LATENCY
 from deca.hw.tout import TOut
 from deca.sim.bench.bus import AmaranthBus
 from deca.sim.bench.pe_bench import PROCEDURES, Bench
@@ -130,9 +130,9 @@ class ProbedPipeline(pe.Pipeline):
 @pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), pytest.param(64, 64, 3, marks=pytest.mark.slow)],
                          ids=["W8L4", "W64L64-ld3"])
 def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monkeypatch, seed):
-    """Rows stream (README, TOut): with the core always ready, row r of a tile leaves exactly one cycle
-    after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of the tile), unless
-    the previous beat left in that same cycle, and then the cycle after that beat."""
+    """Rows stream (README, TOut): with the core always ready, row r of a tile leaves exactly
+    ROW_LATENCY cycles after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of
+    the tile), unless the previous beat left in that same cycle, and then the cycle after that beat."""
     print(f"seed {seed}")
     ProbedPipeline.made.clear()
     monkeypatch.setattr(pe, "Pipeline", ProbedPipeline)
@@ -160,5 +160,5 @@ def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monke
         tile = k // 16
         assert row == k % 16
         written = chunks[tile * per_tile + -(-32 * (row + 1) // W) - 1]
-        assert cycle == max(written + 1, previous + 1), f"tile {tile} row {row}: chunk at {written}, row at {cycle}"
+        assert cycle == max(written + ROW_LATENCY, previous + 1), f"tile {tile} row {row}: chunk at {written}, row at {cycle}"
         previous = cycle
