@@ -74,8 +74,9 @@ def request_error(m, req, mode, addr_bits):
 
 
 class Loader(wiring.Component):
-    """One TEPL at a time (see the module docstring). ``squash``: drop it, whatever its state;
-    ``grant``: the PE takes at most one request per cycle. ``fails``: the request fails a check
+    """One TEPL at a time (see the module docstring). ``squash``: drop it, whatever its state (the
+    loader's outputs are not gated in that cycle: whoever drives it takes no line request and no
+    beat then, as the PE does); ``grant``: the PE takes at most one request per cycle. ``fails``: the request fails a check
     in this cycle (before any of it flows), for ``fail_reason``; ``reason``: the last failure's."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
@@ -132,7 +133,9 @@ class Loader(wiring.Component):
             with m.Else():
                 fail(bad)
 
-        active = (state == LoaderState.ACTIVE) & ~self.squash
+        # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
+        # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
+        active = state == LoaderState.ACTIVE
         self._issue_lines(m, tags, sqq, stream_fields(meta), accept, active)
         self._route_responses(m, tags, queues)
         checked = self._check_value_length(m, mask_q, meta, accept, active, fail)
