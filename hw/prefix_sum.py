@@ -2,29 +2,41 @@
 
 For each vOp of a tile it counts the stored elements among its W mask bits (the window, Wnd) and
 computes the exclusive prefix sums that steer the expansion crossbar. It works one vOp ahead of
-the dequantization stage, and the complete PE has one per loader.
+the dequantization stage, and the complete PE has one per tile context.
+
+The sums are pipelined, one vOp per cycle: the tile's bitmask register shifts by W per vOp (no
+multiplexer in front of the adders), then come the counts within groups of ``GROUP`` elements, the
+groups' offsets (a prefix sum over at most W / 8 group counts), and the output register, where
+each element adds its group's offset to its count within the group.
 """
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import TILE_ELEMS
 
 from .layouts import tile_layout, vop_layout
+from .stages import stage_loads
 
-#: Cycles from a tile's bitmask handshake to its first vOp's valid: the bitmask and vOp registers.
-WINDOW_LATENCY = 2
+#: Elements whose counts the first stage sums; the second sums the groups.
+GROUP = 8
+
+#: Cycles from accepting a tile's bitmask to its first vOp: the bitmask, the counts within the groups,
+#: the group offsets and the vOp register.
+WINDOW_LATENCY = 4
 
 
-def prefix_sums(bits):
-    """Inclusive prefix sums of a list of 1-bit values, Kogge-Stone: log2(n) levels of adders."""
-    sums = list(bits)
+def prefix_sums(values, top=1):
+    """Inclusive prefix sums of a list of values in 0..top (bits by default), Kogge-Stone: log2(n)
+    levels of adders."""
+    sums = list(values)
     step = 1
     while step < len(sums):
         sums = [s + sums[j - step] if j >= step else s for j, s in enumerate(sums)]
         step *= 2
-    return [s[:(j + 1).bit_length()] for j, s in enumerate(sums)]
+    return [s[:(top * (j + 1)).bit_length()] for j, s in enumerate(sums)]
 
 
 def popcount(bits):
@@ -53,37 +65,68 @@ class WindowUnit(wiring.Component):
         m = Module()
         W = self.W
         n_vops = TILE_ELEMS // W
+        group = min(GROUP, W)
+        groups = W // group
+        count_shape = range(group + 1)
 
-        mask = Signal(TILE_ELEMS)
+        mask = Signal(TILE_ELEMS)  # the tile's bits not yet issued, the next vOp's at the bottom
         index = Signal(range(n_vops))
         busy = Signal()  # a tile is loaded and its vOps are being issued
-        advance = ~self.vops.valid | self.vops.ready
         last = index == n_vops - 1
+        side = {"mask": W, "index": range(n_vops), "last": 1}
+        # Counts within the groups: element j's inclusive count among its group's elements 0..j; a
+        # group's first count is its mask bit, not registered twice (synthesis would merge the two).
+        local = Signal(data.StructLayout({"counts": data.ArrayLayout(count_shape, W), **side}))
+        # The groups' inclusive ends (group g starts at the end of g - 1) but the first, which is the
+        # first group's last count (a second register with the same input would be merged by
+        # synthesis), and the counts within the groups.
+        offsets = Signal(data.StructLayout({"ends": data.ArrayLayout(range(W + 1), max(1, groups - 1)),
+                                            "counts": data.ArrayLayout(count_shape, W), **side}))
+        valid = Signal(2)  # of local, offsets
 
-        chunk = Signal(W)
-        m.d.comb += chunk.eq(Const((1 << W) - 1, W))
-        with m.If(self.sparse):
-            m.d.comb += chunk.eq(mask.word_select(index, W))
-        inclusive = prefix_sums(list(chunk))
+        def count(stage, j):
+            return stage.mask[j] if j % group == 0 else stage.counts[j]
 
-        m.d.comb += self.tiles.ready.eq(~busy | (advance & last))
+        loads = stage_loads(m, [*valid, self.vops.valid], self.vops.ready, "window")
+
+        m.d.comb += self.tiles.ready.eq(~busy | (loads[0] & last))
         with m.If(self.tiles.valid & self.tiles.ready):
-            m.d.sync += [mask.eq(self.tiles.payload.mask), busy.eq(1), index.eq(0)]
-        with m.Elif(busy & advance & last):
+            all_ones = Const((1 << TILE_ELEMS) - 1, TILE_ELEMS)
+            m.d.sync += [mask.eq(Mux(self.sparse, self.tiles.payload.mask, all_ones)), busy.eq(1), index.eq(0)]
+        with m.Elif(busy & loads[0] & last):
             m.d.sync += busy.eq(0)
 
-        with m.If(advance):
-            m.d.sync += self.vops.valid.eq(busy)
+        chunk = mask[:W]
+        with m.If(loads[0]):
+            m.d.sync += valid[0].eq(busy)
             with m.If(busy):
-                p = self.vops.payload
-                m.d.sync += [
-                    p.mask.eq(chunk),
-                    p.wnd.eq(inclusive[-1]),
-                    p.prefix[0].eq(0),
-                    [p.prefix[j].eq(inclusive[j - 1]) for j in range(1, W)],
-                    p.index.eq(index),
-                    p.last.eq(last),
-                ]
-                with m.If(~last):
-                    m.d.sync += index.eq(index + 1)
+                m.d.sync += [local.mask.eq(chunk), local.index.eq(index), local.last.eq(last)]
+                for g in range(groups):
+                    counts = prefix_sums(list(chunk[g * group:(g + 1) * group]))
+                    m.d.sync += [local.counts[g * group + i].eq(c) for i, c in enumerate(counts) if i]
+                with m.If(~last):  # (after the last vOp the next tile's bitmask may load)
+                    m.d.sync += [index.eq(index + 1), mask.eq(mask >> W)]
+
+        with m.If(loads[1]):
+            m.d.sync += valid[1].eq(valid[0])
+            totals = [count(local, (g + 1) * group - 1) for g in range(groups)]
+            inclusive = prefix_sums(totals, group)
+            m.d.sync += [[offsets.ends[g - 1].eq(inclusive[g]) for g in range(1, groups)],
+                         offsets.counts.eq(local.counts), offsets.mask.eq(local.mask),
+                         offsets.index.eq(local.index), offsets.last.eq(local.last)]
+
+        ends = [count(offsets, group - 1), *(offsets.ends[g] for g in range(groups - 1))]
+        with m.If(loads[2]):
+            m.d.sync += self.vops.valid.eq(valid[1])
+            p = self.vops.payload
+            m.d.sync += [
+                p.mask.eq(offsets.mask), p.index.eq(offsets.index), p.last.eq(offsets.last),
+                p.wnd.eq(ends[-1]),
+                p.prefix[0].eq(0),
+            ]
+            for j in range(1, W):
+                g = j // group
+                start = ends[g - 1] if g else 0
+                within = count(offsets, j - 1) if j % group else 0
+                m.d.sync += p.prefix[j].eq(start + within)
         return m

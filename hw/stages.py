@@ -1,8 +1,23 @@
-"""A register slice: the pipeline register that cuts both directions of a stream link."""
+"""Pipeline registers between stream stages: the load enables of a chain of stages, and a register
+slice that cuts both directions of a stream link."""
 
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
+
+
+def stage_loads(m, valids, ready, name):
+    """Load enables of a chain of pipeline registers whose valid bits are ``valids`` (first to last)
+    and whose last one is taken when ``ready``: a register loads the beat (or bubble) in front of it
+    when it is empty or its own beat moves on in this cycle, so a stall holds only the stages behind
+    it and a bubble closes up. The chain is one OR gate per stage."""
+    loads = []
+    for k, valid in reversed(list(enumerate(valids))):
+        load = Signal(name=f"{name}_load{k}")
+        m.d.comb += load.eq(~valid | ready)
+        loads.insert(0, load)
+        ready = load
+    return loads
 
 
 class RegisterSlice(wiring.Component):
