@@ -17,9 +17,10 @@ A completion goes out as 16 beats of one 64-byte row, **each as soon as the chun
 written** (a row is read the cycle after its last chunk), with ``last`` on row 15; a failed
 request completes with one error beat instead. The buffer memory reads synchronously, as an SRAM
 macro does: its read register is the ``resp`` register, loaded when ``resp`` is empty or taken
-(``done``, the record and the buffer freed, as the last beat is loaded). No row of a request can leave before its verdict:
-a request fails only before any of it flows, and a later tile starts only after the failed
-request's skip beat passed the vOp selector, a cycle after its record was marked.
+(``done``: the record and the buffer are freed as the last beat is loaded). No row of a request
+can leave before its verdict: a request fails only before any of it flows, and a later tile starts
+only after the failed request's skip beat passed the vOp selector, a cycle after its record was
+marked.
 """
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal
