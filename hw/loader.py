@@ -76,8 +76,9 @@ def request_error(m, req, mode, addr_bits):
 class Loader(wiring.Component):
     """One TEPL at a time (see the module docstring). ``squash``: drop it, whatever its state (the
     loader's outputs are not gated in that cycle: whoever drives it takes no line request and no
-    beat then, as the PE does); ``grant``: the PE takes at most one request per cycle. ``fails``: the request fails a check
-    in this cycle (before any of it flows), for ``fail_reason``; ``reason``: the last failure's."""
+    beat then, as the PE does); ``grant``: the PE takes at most one request per cycle. ``fails``:
+    the request fails a check in this cycle (before any of it flows), for ``fail_reason``;
+    ``reason``: the last failure's."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
         self.W, self.L = W, L

@@ -54,7 +54,7 @@ def test_bit_exact_and_bubble_rule(W, L, rng):
         assert ends[0] - run.first_tile_cycle == jobs[0].cycles + PIPELINE_FILL, label
         assert np.diff(ends).tolist() == [j.cycles for j in jobs[1:]], label
         # So does every chunk: chunk k of the first tile leaves after the cycles of vOps 0..k plus the fill
-        # (TOut sends a completion row the cycle after the chunk that completes it: README, TOut).
+        # (in the PE, TOut sends a completion row ROW_LATENCY cycles after the chunk that completes it).
         lanes, sparse = dequant_lanes(cm_of[label].config.q_bits, L), cm_of[label].config.sparse
         windows = [bin(jobs[0].mask >> (k * W) & ((1 << W) - 1)).count("1") if sparse else W for k in range(512 // W)]
         want = np.cumsum([max(1, -(-n // lanes)) for n in windows]) + PIPELINE_FILL
