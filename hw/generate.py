@@ -16,6 +16,7 @@ from deca.golden import format as golden_format
 from .params import LOADERS
 from .pe import PE
 from .registers import register_table
+from .stages import RegisteredPorts
 from .units import build_unit
 
 
@@ -55,11 +56,14 @@ def port_table(component, top):
     return "\n".join(lines) + "\n"
 
 
-def generate(W, L, out_dir, design="pe", **params):
+def generate(W, L, out_dir, design="pe", registered_ports=False, **params):
     """Write ``<top>.v`` and ``<top>.ports.md`` (and for the PE ``<top>.registers.md``) into
     ``out_dir``; return the Verilog path. ``design``: the PE or one of its units (``deca.hw.units``);
-    ``params``: the PE's tags, sqq_bytes, addr_bits, id_bits, which a unit takes as inside the PE."""
+    ``params``: the PE's tags, sqq_bytes, addr_bits, id_bits, which a unit takes as inside the PE;
+    ``registered_ports``: a register on every port (``RegisteredPorts``, to synthesize a unit alone)."""
     component = build_unit(design, W, L, **params)
+    if registered_ports:
+        component = RegisteredPorts(component)
     top = top_name(design, W, L, params.get("loaders", LOADERS))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

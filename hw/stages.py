@@ -1,7 +1,7 @@
 """Pipeline registers between stream stages: the load enables of a chain of stages, and a register
 slice that cuts both directions of a stream link."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,4 +45,28 @@ class RegisterSlice(wiring.Component):
             ]
         with m.Elif(self.i.valid & ~skid_valid):
             m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1)]
+        return m
+
+
+class RegisteredPorts(wiring.Component):
+    """``inner`` with a register on every input and output port: synthesized alone, a block's
+    paths then start and end at flip-flops, as they do inside the PE, and its critical path is
+    register to register. One cycle more each way; for measurement, not for use."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        super().__init__(inner.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = self.inner
+        outer = dict((path, value) for path, _, value in self.signature.flatten(self))
+        for path, member, value in self.inner.signature.flatten(self.inner):
+            if isinstance(Value.cast(value), Const):  # an always-ready stream's ready
+                continue
+            # Without a reset: the block's own reset paths are what is measured.
+            reg = Signal(len(Value.cast(value)), reset_less=True, name="port_" + "__".join(map(str, path)))
+            source, sink = (outer[path], value) if member.flow == In else (value, outer[path])
+            m.d.sync += reg.eq(source)
+            m.d.comb += sink.eq(reg)
         return m

@@ -17,7 +17,7 @@ from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .prefix_sum import WindowUnit
 from .queues import LineQueue
-from .scaler import BF16Scaler
+from .scaler import BF16Scaler, ScalingStage
 from .tags import TagTable
 from .tout import TOut
 
@@ -60,6 +60,8 @@ UNITS = {
                       lambda W, L, **_: LUTArray(L, physical_lanes(W, L))),
     "bf16_scaler": Unit("one exact BF16 multiplier of the scaling stage",
                         lambda W, L, **_: BF16Scaler()),
+    "scaling_stage": Unit("the scaling stage: max(1, W/16) scale decoders and W BF16 scalers",
+                          lambda W, L, **_: ScalingStage(W)),
     "tout": Unit("the TOut buffers and the completion port",
                  lambda W, L, id_bits, loaders, **_: TOut(W, id_bits, loaders * TILES_PER_LOADER, buffers=loaders)),
 }

@@ -63,10 +63,15 @@ def technology(name="asap7", liberties=None, min_macro_bits=sram.MIN_MACRO_BITS)
     return Technology(name, ASAP7_LIBERTIES if name == "asap7" else (), min_macro_bits=min_macro_bits)
 
 
+#: Gates have no power-on values: the registers' initial values are dropped after ``proc``, which
+#: also spares ``opt`` a conflict where a register driven by a constant meets an output port.
+DROP_INIT = "attrmap -remove init"
+
+
 def front_script(verilog, top):
     """Pass 1 of the standard-cell flow: the design up to its memories, before any is mapped."""
-    return "\n".join([f"read_verilog {verilog}", f"hierarchy -check -top {top}", "proc", "opt", "memory -nomap",
-                      "write_rtlil front.il"]) + "\n"
+    return "\n".join([f"read_verilog {verilog}", f"hierarchy -check -top {top}", "proc", DROP_INIT,
+                      "opt", "memory -nomap", "write_rtlil front.il"]) + "\n"
 
 
 def cells_script(top, liberties, macro_shapes, constrained):

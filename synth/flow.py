@@ -25,7 +25,7 @@ from deca.toolchain import ToolError
 
 from .activity import Workload, count_toggles, workload_toggles
 from .blocks import BLOCK_NAMES, block_of
-from .cells import front_script, load_library, run_cells, technology
+from .cells import DROP_INIT, front_script, load_library, run_cells, technology
 from .fpga import FpgaStats, run_fpga
 from .netlist import NetlistError, depths, read_blif
 from .stats import FF_CELL, NETLIST, BlockStats, _instances, _module_stats, _sha256, _strip
@@ -81,7 +81,7 @@ def asic_script(verilog, top):
     lines = [
         f"read_verilog {verilog}",
         f"hierarchy -check -top {top}",
-        "proc", "opt", "memory -nomap",
+        "proc", DROP_INIT, "opt", "memory -nomap",
         # Count memory bits before synth maps memories to flip-flops; memory_unpack turns the
         # collected $mem_v2 cells back into the memories stat counts.
         "memory_unpack",
@@ -243,7 +243,8 @@ def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_d
     if isinstance(activity, Workload) and design != "pe":
         raise ValueError(f"a workload runs on the whole PE, not on --design {design} (give its trace with --vcd)")
     toggles = count_toggles(activity) if activity is not None and not isinstance(activity, Workload) else None
-    path = generate(W, L, work, design=design, loaders=loaders)
+    # A block alone gets a register on every port, so that its paths are timed as inside the PE.
+    path = generate(W, L, work, design=design, loaders=loaders, registered_ports=design != "pe")
     if isinstance(activity, Workload):
         toggles = workload_toggles(path, top, W, L, activity, Path(work_dir) / "activity", loaders)
     return synthesize_file(path, top, work, fpga=fpga, cache_dir=cache_dir, design=design, W=W, L=L, tech=tech,

@@ -133,16 +133,18 @@ PATH_ENDS = 5
 
 
 def _step(s):
-    return f"{s['cell']:<28} {s['delay_ps']:7.1f} ps  at {s['arrival_ps']:7.1f}  {s['block']}: {s['module']}"
+    net = f"  -> {s['net']}" if s.get("net") else ""  # reports cached before nets were named have none
+    return f"{s['cell']:<28} {s['delay_ps']:7.1f} ps  at {s['arrival_ps']:7.1f}  {s['block']}: {s['module']}{net}"
 
 
-def cells_lines(result):
-    """The standard-cell report as lines of text: blocks, paper comparisons, path, power, macros."""
+def cells_lines(result, whole_path=False):
+    """The standard-cell report as lines of text: blocks, paper comparisons, path (its ends only
+    unless ``whole_path``), power, macros."""
     t, total, model = result.timing, result.total, result.macro_model
     where = _where(result)
     pe_mm2 = total.area * PAPER_PES / 1e6
     path, n = t["path"], len(t["path"])
-    shown = path if n <= 2 * PATH_ENDS else path[:PATH_ENDS] + [None] + path[-PATH_ENDS:]
+    shown = path if whole_path or n <= 2 * PATH_ENDS else path[:PATH_ENDS] + [None] + path[-PATH_ENDS:]
     power_mw = total.power_mw
     lines = [f"{result.top} ({where}): {result.tech}, standard cells and SRAM macros; Yosys {result.seconds:.0f} s",
              "", format_table(_cell_rows(result), _columns(result)), "",
@@ -213,8 +215,9 @@ def _cell_rows(result):
 
 
 def format_markdown(result):
-    """The standard-cell report as Markdown: the block table, then the rest as a list."""
-    lines = cells_lines(result)
+    """The standard-cell report as Markdown: the block table, then the rest as a list, with every
+    cell of the critical path."""
+    lines = cells_lines(result, whole_path=True)
     columns = _columns(result)
     heads = [h for h, _ in columns.values()]
     body = ["| " + " | ".join(fmt(row[k]) if callable(fmt) else fmt.format(row[k])

@@ -48,6 +48,7 @@ class PathStep:
     block: str
     delay_ps: float    # what this cell adds (clock-to-Q or access time for the first, setup for the last)
     arrival_ps: float
+    net: str = ""      # the net it drives, by its RTL name where Yosys kept one, to find the path in the design
 
 
 @dataclass
@@ -113,6 +114,21 @@ class Design:
             limit = None if kind == MACRO else library.cells[kind].pins[pin].max_capacitance
             if self.buffer and limit is not None and self.load.get(net, 0.0) > limit:
                 self.trees[net] = self._tree(self.load[net])
+
+    def net_name(self, net):
+        """A name of global net ``net``, with its module's path below the top: an RTL name (flip-flop
+        outputs, ports, kept signals) where one reaches it, else the generated one."""
+        if not hasattr(self, "_names"):
+            self._names = {}
+            for name, base in self.placed:
+                below = name.removeprefix(self.top).lstrip(".")
+                for local, index in self.models[name].nets.items():
+                    full = f"{below}.{local}" if below else local
+                    g = find(self.parent, base + index)
+                    generated = local.startswith(("$", "_"))
+                    if g not in self._names or self._names[g][0] and not generated:
+                        self._names[g] = (generated, full)
+        return self._names.get(net, (True, ""))[1]
 
     def _tree(self, load):
         out = self.buffer.pins[self.buffer.outputs[0]]
@@ -292,8 +308,11 @@ def _trace(design, arr, end):
     total, index, net = end
     steps = []
     if index is not None:
-        module, kind, _, _ = design.cells[index]
-        steps.append(PathStep(kind, module, design.block_of(module), total - arr[net][0], total))
+        module, kind, pins, _ = design.cells[index]
+        # The endpoint is named by what it stores: its output (a flip-flop's Q), else the net it takes.
+        stored = next((n for pin, n in pins if design.is_output(kind, pin)), net)
+        steps.append(PathStep(kind, module, design.block_of(module), total - arr[net][0], total,
+                              design.net_name(stored)))
     else:
         steps.append(PathStep("output", design.top, design.block_of(design.top), 0.0, total))
     while True:
@@ -305,7 +324,7 @@ def _trace(design, arr, end):
         before = arr[source][0] if source is not None else 0.0
         if net in design.trees:
             kind = f"{kind} + {len(design.trees[net])}-level {design.buffer.name} tree"
-        steps.append(PathStep(kind, module, design.block_of(module), at - before, at))
+        steps.append(PathStep(kind, module, design.block_of(module), at - before, at, design.net_name(net)))
         if source is None:
             break
         net = source

@@ -24,6 +24,7 @@ from deca.hw.lut_array import LUTArray
 from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
+from deca.hw.stages import RegisteredPorts
 from deca.hw.unpacker import CodeUnpacker
 
 from aig import Netlist
@@ -367,6 +368,27 @@ def test_scaler_lanes_in_the_python_simulator(rng):
     for fmt, codes, values, got in cases:
         expected = [scale_mul(v, int(c), fmt) for c, v in zip(codes, values)]
         assert list(got) == expected, (fmt, [hex(c) for c in codes], [hex(v) for v in values])
+
+
+def test_registered_ports_delay_each_way_by_one_cycle(rng):
+    """A block synthesized alone gets a register on every port (``RegisteredPorts``): a lane's
+    result appears two clock edges after its inputs, and is still the golden one."""
+    dut = RegisteredPorts(ScaledLane())
+    cases = [(int(c), int(v)) for c, v in zip(rng.integers(0, 1 << 16, 8), rng.integers(0, 1 << 16, 8))]
+    got = []
+
+    async def tb(ctx):
+        ctx.set(dut.format, ScaleFormat.BF16)
+        for k, (code, value) in enumerate(cases + [(0, 0)] * 2):
+            ctx.set(dut.code, code)
+            ctx.set(dut.value, value)
+            await ctx.tick()
+            if k >= 1:
+                got.append(ctx.get(dut.result))
+
+    run(dut, tb, clocked=True)
+    # Case k is taken in at edge k and its result registered at edge k + 1.
+    assert got[:len(cases)] == [int(scale_mul(np.uint16(v), c, "bf16")) for c, v in cases]
 
 
 def exact_products(values, scale, fmt):

@@ -222,6 +222,8 @@ def test_sta_equals_the_hand_computed_path(tmp_path, cell_text):
     print(f"hand: clk->QN {d_q1:.2f} + INV {d_n1:.2f} + NAND {d_n2:.2f} + setup {setup:.2f} = {expected:.2f} ps")
     assert t.critical_ps == pytest.approx(expected, rel=1e-9)
     assert [s.cell for s in t.path] == [DFF, INV, NAND, DFF]
+    # Each step names the net it drives; the endpoint, what it stores.
+    assert [s.net for s in t.path] == ["q1", "n1", "n2", "q2"]
     assert [s.delay_ps for s in t.path] == pytest.approx([d_q1, d_n1, d_n2, setup], rel=1e-9)
     assert t.per_block_ps == pytest.approx({"blk": expected})
     # Input a -> NAND.B -> D (input slew 20 ps) and q2 -> INV -> y (no load on y): half a period each.

@@ -1,0 +1,41 @@
+"""Arithmetic that synthesis would otherwise build slowly: Yosys and ABC turn an add into a ripple
+of carries (two gates per bit) and a sum of many rows into a chain of such adds."""
+
+from amaranth.hdl import Cat, Const, Signal, Value
+
+
+def fast_add(m, a, b, carry_in=0):
+    """a + b + carry_in, unsigned, one bit wider than the wider operand, through a Sklansky
+    parallel-prefix carry network (log2 levels). Each level's generate and propagate bits are kept
+    signals: otherwise logic optimization folds them back into a ripple chain, two gates per bit."""
+    a, b = Value.cast(a).as_unsigned(), Value.cast(b).as_unsigned()
+    width = max(len(a), len(b))
+    a, b = Cat(a, Const(0, width - len(a))), Cat(b, Const(0, width - len(b)))
+    # Position 0 is the carry in; position i + 1 is bit i.
+    gen, prop = Cat(Value.cast(carry_in)[0], a & b), Cat(Const(0), a ^ b)
+    step = 1
+    while step <= width:
+        # At this level position i takes in the group that ends just below its own block of ``step``.
+        takes = [(i // step) % 2 == 1 for i in range(width + 1)]
+        below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
+        mask = Const(int("".join("1" if t else "0" for t in reversed(takes)), 2), width + 1)
+        g, q = Signal(width + 1, attrs={"keep": 1}), Signal(width + 1, attrs={"keep": 1})
+        m.d.comb += [g.eq(gen | prop & Cat(*(gen[j] for j in below)) & mask),
+                     q.eq(prop & (Cat(*(prop[j] for j in below)) | ~mask))]
+        gen, prop = g, q
+        step *= 2
+    return Cat((a ^ b) ^ gen[:width], gen[width])
+
+
+def carry_save(rows, width):
+    """Rows (values, each already shifted to its weight) reduced to two whose sum is theirs, mod
+    2^``width``, by levels of 3:2 full-adder compressors: about log1.5(n/2) full adders deep and no
+    carry chain. Add the two with ``fast_add``."""
+    rows = [Value.cast(r) for r in rows]
+    while len(rows) > 2:
+        reduced = []
+        for k in range(0, len(rows) - 2, 3):
+            x, y, z = rows[k:k + 3]
+            reduced += [(x ^ y ^ z)[:width], Cat(Const(0, 1), x & y | x & z | y & z)[:width]]
+        rows = reduced + rows[3 * (len(rows) // 3):]
+    return rows
