@@ -351,7 +351,9 @@ def test_fpga_place_and_route(tmp_path):
     f = r.fpga
     assert f.fits and f.luts > 0 and f.ffs > 0 and f.fmax_mhz > 0 and not f.over()
     assert f.available["luts"] == 83640  # the LFE5U-85F's 84k LUT4s
-    assert f.dsp > 0  # the scaler's BF16 multipliers
+    # The scaler's multipliers are radix-4 partial products in carry-save logic, pipelined for the
+    # ASIC's cycle: no DSP block is inferred for them.
+    assert f.dsp == 0
     assert f.device == fpga.FPGA_DEVICE
 
 
