@@ -38,6 +38,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import fast_add
 from .layouts import Stream, prefetch_layout, stream_fields, tepl_request_layout
 from .params import LOADERS
 
@@ -49,29 +50,6 @@ LATENCY = 5
 def window_tiles(loaders):
     """How many of its own lengths a tile may start below the pass's front and still be in the pass."""
     return 1 << (2 * loaders - 1).bit_length()
-
-
-def fast_add(m, a, b, carry_in=0):
-    """a + b + carry_in, unsigned, one bit wider than the wider operand, through a Sklansky
-    parallel-prefix carry network (log2 levels). Each level's generate and propagate bits are kept
-    signals: otherwise logic optimization folds them back into a ripple chain, two gates per bit."""
-    a, b = Value.cast(a).as_unsigned(), Value.cast(b).as_unsigned()
-    width = max(len(a), len(b))
-    a, b = Cat(a, Const(0, width - len(a))), Cat(b, Const(0, width - len(b)))
-    # Position 0 is the carry in; position i + 1 is bit i.
-    gen, prop = Cat(Value.cast(carry_in)[0], a & b), Cat(Const(0), a ^ b)
-    step = 1
-    while step <= width:
-        # At this level position i takes in the group that ends just below its own block of ``step``.
-        takes = [(i // step) % 2 == 1 for i in range(width + 1)]
-        below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
-        mask = Const(int("".join("1" if t else "0" for t in reversed(takes)), 2), width + 1)
-        g, q = Signal(width + 1, attrs={"keep": 1}), Signal(width + 1, attrs={"keep": 1})
-        m.d.comb += [g.eq(gen | prop & Cat(*(gen[j] for j in below)) & mask),
-                     q.eq(prop & (Cat(*(prop[j] for j in below)) | ~mask))]
-        gen, prop = g, q
-        step *= 2
-    return Cat((a ^ b) ^ gen[:width], gen[width])
 
 
 class Prefetcher(wiring.Component):

@@ -1,0 +1,39 @@
+"""Fast adders: a Sklansky parallel-prefix carry network, and carry-save sums of several operands."""
+
+from amaranth.hdl import Cat, Const, Signal, Value
+
+
+def fast_add(m, a, b, carry_in=0):
+    """a + b + carry_in, unsigned, one bit wider than the wider operand, through a Sklansky
+    parallel-prefix carry network (log2 levels). Each level's generate and propagate bits are kept
+    signals: otherwise logic optimization folds them back into a ripple chain, two gates per bit."""
+    a, b = Value.cast(a).as_unsigned(), Value.cast(b).as_unsigned()
+    width = max(len(a), len(b))
+    a, b = Cat(a, Const(0, width - len(a))), Cat(b, Const(0, width - len(b)))
+    # Position 0 is the carry in; position i + 1 is bit i.
+    gen, prop = Cat(Value.cast(carry_in)[0], a & b), Cat(Const(0), a ^ b)
+    step = 1
+    while step <= width:
+        # At this level position i takes in the group that ends just below its own block of ``step``.
+        takes = [(i // step) % 2 == 1 for i in range(width + 1)]
+        below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
+        mask = Const(int("".join("1" if t else "0" for t in reversed(takes)), 2), width + 1)
+        g, q = Signal(width + 1, attrs={"keep": 1}), Signal(width + 1, attrs={"keep": 1})
+        m.d.comb += [g.eq(gen | prop & Cat(*(gen[j] for j in below)) & mask),
+                     q.eq(prop & (Cat(*(prop[j] for j in below)) | ~mask))]
+        gen, prop = g, q
+        step *= 2
+    return Cat((a ^ b) ^ gen[:width], gen[width])
+
+
+def fast_sum(m, operands, carry_in=0):
+    """The sum of ``operands`` (unsigned, wrapping at the widest one's width plus one): 3:2 carry-save
+    compressors down to two, then ``fast_add``. Each compressor level is one full-adder delay."""
+    width = max(len(Value.cast(v)) for v in operands) + 1
+    terms = [Value.cast(v).as_unsigned() for v in operands]
+    while len(terms) > 2:
+        a, b, c, *rest = terms
+        save, carry = Signal(width), Signal(width)
+        m.d.comb += [save.eq(a ^ b ^ c), carry.eq((a & b | a & c | b & c) << 1)]
+        terms = [*rest, save, carry]
+    return fast_add(m, *terms, carry_in)[:width]
