@@ -95,7 +95,7 @@ class DequantStage(wiring.Component):
                     m.d.sync += full.eq(lq * qq)
                     m.d.comb += [
                         left.eq(Mux((low != 0) | (high == 0), high, high - 1)),
-                        single.eq(Mux(low != 0, high == 0, high <= 1)),
+                        single.eq(Mux(low != 0, high == 0, (high == 0) | (high == 1))),
                         last_bits.eq(Mux(low != 0, low * qq, Mux(high != 0, lq * qq, 0))),
                     ]
 

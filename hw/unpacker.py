@@ -97,7 +97,7 @@ class CodeUnpacker(wiring.Component):
         m.d.comb += [rot_data.eq((Cat(data_, data_) << offset * 8)[beat_bits:]),
                      rot_valid.eq((Cat(valid, valid) << offset)[beat_bytes:])]
         above = Signal(beat_bytes)  # byte k of a slot is at or above the offset
-        m.d.comb += above.eq(Cat(k >= offset for k in range(beat_bytes)))
+        m.d.comb += above.eq(Const((1 << beat_bytes) - 1, beat_bytes) << offset)
         for s, word in enumerate(self.buf):
             mine = Mux(slot == s, above, Mux(slot == (s - 1) % slots, ~above, 0))
             for k in range(beat_bytes):
