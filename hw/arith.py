@@ -1,5 +1,6 @@
 """Arithmetic that synthesis would otherwise build slowly: Yosys and ABC turn an add into a ripple
-of carries (two gates per bit) and a sum of many rows into a chain of such adds."""
+of carries (two gates per bit) and a sum of many rows into a chain of such adds. Here: a Sklansky
+parallel-prefix carry network, and carry-save sums of several operands."""
 
 from amaranth.hdl import Cat, Const, Signal, Value
 
@@ -31,7 +32,7 @@ def carry_save(rows, width):
     """Rows (values, each already shifted to its weight) reduced to two whose sum is theirs, mod
     2^``width``, by levels of 3:2 full-adder compressors: about log1.5(n/2) full adders deep and no
     carry chain. Add the two with ``fast_add``."""
-    rows = [Value.cast(r) for r in rows]
+    rows = [Value.cast(r).as_unsigned() for r in rows]
     while len(rows) > 2:
         reduced = []
         for k in range(0, len(rows) - 2, 3):
@@ -39,3 +40,10 @@ def carry_save(rows, width):
             reduced += [(x ^ y ^ z)[:width], Cat(Const(0, 1), x & y | x & z | y & z)[:width]]
         rows = reduced + rows[3 * (len(rows) // 3):]
     return rows
+
+
+def fast_sum(m, operands, carry_in=0):
+    """The sum of ``operands`` (unsigned, wrapping at the widest one's width plus one): ``carry_save``
+    down to two, then ``fast_add``."""
+    width = max(len(Value.cast(v)) for v in operands) + 1
+    return fast_add(m, *carry_save(operands, width), carry_in)[:width]

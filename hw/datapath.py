@@ -15,6 +15,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .dequantizer import DEQUANT_LATENCY
 from .expander import EXPANDER_LATENCY
 from .layouts import ConfigSignature, out_layout, scale_beat_layout, tile_layout, value_beat_layout
 from .params import check_params
@@ -25,7 +26,7 @@ from .scaler import SCALER_LATENCY
 #: Cycles from accepting a tile's bitmask to the handshake of its last chunk, beyond the sum of
 #: the dequantization cycles of its vOps (the last of which writes SD): the window unit's, the
 #: expander's and the scaling stage's registers. Later tiles follow without gaps.
-PIPELINE_FILL = WINDOW_LATENCY + EXPANDER_LATENCY + SCALER_LATENCY
+PIPELINE_FILL = WINDOW_LATENCY + DEQUANT_LATENCY + EXPANDER_LATENCY + SCALER_LATENCY
 
 
 class Datapath(wiring.Component):

@@ -1,18 +1,47 @@
 """The dequantization stage (paper, section 6.1, item 3): SQQ codes through the LUT array into SD.
 
 A vOp whose window holds Wnd codes occupies the stage max(1, ceil(Wnd / Lq)) cycles; cycle k
-dequantizes codes k*Lq .. k*Lq + Lq - 1 into the same SD entries. The SD register is written only
-when it is free or being handed on, so back-pressure stalls the stage without losing data.
+dequantizes codes k*Lq .. k*Lq + Lq - 1 into the same SD entries. The work is pipelined:
+
+    vops ─► slice ─► plan ─► head ──► words at ptr ─► shift ─► codes, LUT read ─► SD
+      └──────────────► queue of masks and expansion indices ─────────────────────┘
+
+* slice: a register slice of the window and ``last``, so ``vops.ready`` is a register;
+* plan: the next vOp with what its cycles need, computed ahead for the configured Q: how many
+  cycles after its first, the bits its first and its last cycle take;
+* head: the vOp being issued. Its read pointer ``ptr`` into the code unpacker's buffer, the pointer
+  ``end`` past this cycle's codes (at a tile's end rounded up to a byte: the padding) and
+  ``margin`` = ``wp - end`` are registers. A cycle issues (``go``) when ``margin`` is not negative
+  and SD is free or moving on; the next ``end`` and ``margin`` are added from registers for each
+  outcome (same vOp, the plan's or none) and chosen by ``go``;
+* the unpacker's two read stages, then the LUT read, carry each issued cycle to SD, where the vOp's
+  last cycle also writes the mask and expansion indices that waited in the queue.
+
+Back-pressure from ``sd.ready`` holds every stage (nothing moves on unless SD is free or moving on),
+so no data is lost; the per-cycle activity outputs describe the issue.
 """
 
-from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from deca.golden.format import Q_BITS
+
+from .arith import fast_add, fast_sum
 from .layouts import ConfigSignature, physical_lanes, sd_layout, value_beat_layout, vop_layout
 from .lut_array import LUTArray
-from .params import LANES_PER_LUT
-from .unpacker import CodeUnpacker
+from .params import LANES_PER_LUT, dequant_lanes
+from .stages import RegisterSlice
+from .unpacker import READ_LATENCY, CodeUnpacker
+
+#: Cycles the pipelining adds to a vOp's way through the stage: alone in it, with its codes buffered,
+#: a vOp is in SD max(1, ceil(Wnd/Lq)) + DEQUANT_LATENCY cycles after its handshake on ``vops`` (the
+#: single-cycle stage had SD written in its last cycle, that handshake's). One cycle in each of the
+#: slice, the plan, the head, the unpacker's read stages and the LUT read.
+DEQUANT_LATENCY = 3 + READ_LATENCY + 1
+#: Entries of the queue of vOps' expansion indices (``QUEUED_FIELDS``): more than the stage holds.
+QUEUED = 8
+QUEUED_FIELDS = ("mask", "prefix", "index", "last")
 
 
 class DequantStage(wiring.Component):
@@ -24,8 +53,8 @@ class DequantStage(wiring.Component):
             "values": In(stream.Signature(value_beat_layout(W, L))),
             "sd": Out(stream.Signature(sd_layout(W))),
             # Per-cycle activity for the performance counters.
-            "bubble": Out(1),  # working on a vOp that needs more cycles after this one
-            "waiting": Out(1),  # free to work, but no vOp or not all of its codes are there
+            "bubble": Out(1),  # issuing a vOp's cycle that is not its last
+            "waiting": Out(1),  # free to issue, but no vOp or not all of its codes are there
         })
 
     def elaborate(self, platform):
@@ -34,49 +63,144 @@ class DequantStage(wiring.Component):
         lanes = physical_lanes(W, L)
         m.submodules.unpacker = unpacker = CodeUnpacker(W, L)
         m.submodules.luts = luts = LUTArray(L, lanes)
+        m.submodules.slice = vops = RegisterSlice(data.StructLayout({"wnd": range(W + 1), "last": 1}))
         wiring.connect(m, wiring.flipped(self.values), unpacker.values)
         wiring.connect(m, wiring.flipped(self.cfg), luts.cfg)
-        m.d.comb += [unpacker.q.eq(self.cfg.q), luts.codes.eq(unpacker.codes)]
+        m.d.comb += [vops.i.valid.eq(self.vops.valid), vops.i.payload.wnd.eq(self.vops.payload.wnd),
+                     vops.i.payload.last.eq(self.vops.payload.last), self.vops.ready.eq(vops.i.ready)]
 
-        # Lq of the configured Q, capped at W; one condition per distinct lane count.
-        q8, q7 = self.cfg.q == 8, self.cfg.q == 7
+        # Q registered: the mode is steady while tiles flow, and its decoding is off the input path.
+        q = Signal(5)
+        m.d.sync += q.eq(self.cfg.q)
+        m.d.comb += [unpacker.q.eq(q), luts.q.eq(q), luts.codes.eq(unpacker.codes)]
+
+        # Lq of the configured Q, capped at W (a power of two); one condition per distinct lane count.
+        q8, q7 = q == 8, q == 7
         modes = {}
         for cond, per_lut in ((q8, LANES_PER_LUT[8]), (q7, LANES_PER_LUT[7]), (~q8 & ~q7, LANES_PER_LUT[6])):
             lq = min(per_lut * L, W)
             modes[lq] = modes[lq] | cond if lq in modes else cond
-        lq = Signal(range(lanes + 1))
-        for count, cond in modes.items():
-            with m.If(cond):
-                m.d.comb += lq.eq(count)
+        # What a vOp's cycles take, for each Q with its own constants (Lq a power of two, Q a short
+        # shift-add), then the configured one: ``wnd`` is ``high`` whole Lq's and ``low`` more codes.
+        full = Signal(range(lanes * 16 + 1))  # the bits of Lq codes
+        left = Signal(range(W))  # cycles after the first
+        single = Signal()  # no cycle after the first
+        last_bits = Signal(range(lanes * 16 + 1))  # bits the last cycle takes, without padding
+        vop = vops.o.payload
+        with m.Switch(q):
+            for qq in Q_BITS:
+                with m.Case(qq):
+                    lq = min(dequant_lanes(qq, L), W)
+                    low, high = vop.wnd[:lq.bit_length() - 1], vop.wnd[lq.bit_length() - 1:]
+                    m.d.sync += full.eq(lq * qq)
+                    m.d.comb += [
+                        left.eq(Mux((low != 0) | (high == 0), high, high - 1)),
+                        single.eq(Mux(low != 0, high == 0, (high == 0) | (high == 1))),
+                        last_bits.eq(Mux(low != 0, low * qq, Mux(high != 0, lq * qq, 0))),
+                    ]
 
-        vop = self.vops.payload
-        done = Signal(range(W + 1))  # codes of the current vOp already dequantized
-        rest = Signal(range(W + 1))
-        final = Signal()  # this cycle finishes the vOp
-        go = Signal()
+        plan_layout = data.StructLayout({
+            "last": 1,  # the tile's last vOp
+            "left": range(W),  # cycles after the first
+            "last_bits": range(lanes * 16 + 1),  # bits the last cycle takes, without padding
+            "first_bits": range(lanes * 16 + 1),  # bits the first cycle takes, without padding
+            "single": 1,  # left is 0
+        })
+        head_layout = data.StructLayout({
+            "last": 1,
+            "left": range(W),  # cycles after this one
+            "last_bits": range(lanes * 16 + 1),
+            "k": range(W),  # cycles of the vOp before this one
+        })
+        plan, plan_valid = Signal(plan_layout), Signal()
+        head, head_valid = Signal(head_layout), Signal()
+        final, penult = Signal(), Signal()  # head.left is 0, 1
+
+        ptr, end = Signal.like(unpacker.ptr), Signal.like(unpacker.ptr)
+        margin = Signal(len(end) + 1)  # wp - end, two's complement: the head's bits are all there when >= 0
+        advance, go, load = Signal(), Signal(), Signal()
         m.d.comb += [
-            rest.eq(vop.wnd - done),
-            final.eq(rest <= lq),
-            unpacker.n.eq(Mux(final, rest, lq)),
-            unpacker.tile_end.eq(vop.last & final),
-            go.eq(self.vops.valid & (~self.sd.valid | self.sd.ready) & unpacker.ok),
-            unpacker.take.eq(go),
-            self.vops.ready.eq(go & final),
+            unpacker.ptr.eq(ptr), unpacker.next_ptr.eq(end), unpacker.take.eq(go),
+            unpacker.en.eq(advance), luts.en.eq(advance),
+            advance.eq(~self.sd.valid | self.sd.ready),
+            go.eq(head_valid & ~margin[-1] & advance),
+            load.eq(~head_valid | go & final),  # the head takes the plan (or empties)
+            vops.o.ready.eq(~plan_valid | load),
             self.bubble.eq(go & ~final),
-            self.waiting.eq(~go & (~self.sd.valid | self.sd.ready)),
+            self.waiting.eq(~go & advance),
         ]
 
-        sd = self.sd.payload
+        def after(bits, pad):
+            """``end`` once it moves on by ``bits`` and, at a tile's end (``pad``), up to a byte; and
+            ``margin`` then, with this cycle's write. ``wp`` is byte aligned, so rounding ``end`` up
+            rounds ``margin`` down. Carry-save adds from registers."""
+            moved = fast_sum(m, [end, bits, Mux(pad, 7, 0)])[:len(end)]
+            wide = Signal(len(margin))
+            m.d.comb += wide.eq(bits)
+            after_margin = fast_sum(m, [margin, unpacker.added, ~wide], carry_in=1)[:len(margin)]
+            return (Cat(moved[:3] & ~Mux(pad, 7, 0), moved[3:]),
+                    Cat(after_margin[:3] & ~Mux(pad, 7, 0), after_margin[3:]))
+
+        with m.If(vops.o.ready):
+            m.d.sync += [
+                plan_valid.eq(vops.o.valid),
+                plan.last.eq(vop.last), plan.left.eq(left), plan.last_bits.eq(last_bits),
+                plan.first_bits.eq(Mux(single, last_bits, full)), plan.single.eq(single),
+            ]
         with m.If(go):
-            m.d.sync += done.eq(Mux(final, 0, done + lq))
+            m.d.sync += ptr.eq(end)
+        with m.If(load):
+            m.d.sync += head_valid.eq(plan_valid)
+        with m.If(load & plan_valid):
+            m.d.sync += [
+                head.last.eq(plan.last), head.left.eq(plan.left), head.last_bits.eq(plan.last_bits), head.k.eq(0),
+                final.eq(plan.single), penult.eq(plan.left == 1),
+                Cat(end, margin).eq(Cat(*after(plan.first_bits, plan.single & plan.last))),
+            ]
+        with m.Elif(go & ~final):
+            m.d.sync += [
+                head.left.eq(head.left - 1), head.k.eq(head.k + 1), final.eq(penult), penult.eq(head.left == 2),
+                Cat(end, margin).eq(Cat(*after(Mux(penult, head.last_bits, full), penult & head.last))),
+            ]
+        with m.Else():
+            m.d.sync += margin.eq(fast_add(m, margin, unpacker.added))
+
+        # The rest of a vOp (mask and expansion indices) waits in a queue from its handshake to its
+        # SD write, off the issue loop's registers. The stage holds at most seven vOps: two in the
+        # slice, the plan, the head and one per read and LUT stage.
+        entry_layout = data.StructLayout({f: vop_layout(W).members[f] for f in QUEUED_FIELDS})
+        queue = [Signal(entry_layout, name=f"queued{i}") for i in range(QUEUED)]
+        put, get = Signal(range(QUEUED)), Signal(range(QUEUED))
+        with m.If(self.vops.valid & self.vops.ready):
+            m.d.sync += put.eq(put + 1)
+            with m.Switch(put):
+                for i, entry in enumerate(queue):
+                    with m.Case(i):
+                        m.d.sync += [entry[f].eq(self.vops.payload[f]) for f in QUEUED_FIELDS]
+
+        # Each issued cycle on its way to SD, beside its codes: through the read stages and the LUT.
+        op_layout = data.StructLayout({"valid": 1, "final": 1, "k": range(W)})
+        op = Signal(op_layout)
+        m.d.comb += [op.valid.eq(go), op.final.eq(final), op.k.eq(head.k)]
+        for _ in range(READ_LATENCY + 1):
+            later = Signal(op_layout)
+            with m.If(advance):
+                m.d.sync += later.eq(op)
+            op = later
+
+        sd = self.sd.payload
+        with m.If(advance & op.valid):
             for count, cond in modes.items():
                 with m.If(cond):
                     for e in range(W):
-                        with m.If(done == e - e % count):
+                        with m.If(op.k == e // count):
                             m.d.sync += sd.data[e].eq(luts.values[e % count])
-            with m.If(final):
-                m.d.sync += [sd.mask.eq(vop.mask), sd.prefix.eq(vop.prefix), sd.index.eq(vop.index),
-                             sd.last.eq(vop.last)]
-        with m.If(~self.sd.valid | self.sd.ready):
-            m.d.sync += self.sd.valid.eq(go & final)
+            with m.If(op.final):
+                m.d.sync += get.eq(get + 1)
+                with m.Switch(get):
+                    for i, entry in enumerate(queue):
+                        with m.Case(i):
+                            m.d.sync += [sd[f].eq(entry[f]) for f in QUEUED_FIELDS]
+        with m.If(advance):
+            m.d.sync += self.sd.valid.eq(op.valid & op.final)
         return m

@@ -10,11 +10,13 @@ How lanes use the sub-LUTs depends on Q:
 * Q = 16: no lookup, the code is the BF16 value (Lq = 4L, see ``params.LANES_PER_LUT``).
 
 A logical LUT write stores the entry in every replica the configured Q reads, so Q is written
-first; entries a mode cannot hold (e >= 64 for Q <= 6, e >= 128 for Q = 7) are dropped. Reads are
-asynchronous so that a code is dequantized in the cycle it is unpacked.
+first; entries a mode cannot hold (e >= 64 for Q <= 6, e >= 128 for Q = 7) are dropped. Writes are
+registered on their way to the replicas, off the configuration port's path, and land a cycle later:
+the control registers cannot read an entry back before (``LUT_DATA`` writes advance the index).
+Lookups are synchronous, as an SRAM macro reads: ``values`` come a cycle after their ``codes``.
 """
 
-from amaranth.hdl import Module, Mux
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -25,13 +27,16 @@ SUB_LUT_ENTRIES = 64
 
 
 class LUTArray(wiring.Component):
-    """``codes`` in (one per lane, up to Lq of them meaningful), BF16 ``values`` out, same cycle."""
+    """``codes`` in (one per lane, up to Lq of them meaningful, looked up in mode ``q``), BF16
+    ``values`` out a cycle later; with ``en`` low the lookup holds its values."""
 
     def __init__(self, L, lanes):
         self.L = L
         self.lanes = lanes
         super().__init__({
             "cfg": In(ConfigSignature()),
+            "q": In(5),
+            "en": In(1),
             "codes": In(data.ArrayLayout(BF16, lanes)),
             "values": Out(data.ArrayLayout(BF16, lanes)),
         })
@@ -39,16 +44,19 @@ class LUTArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
-        q8, q7, q16 = cfg.q == 8, cfg.q == 7, cfg.q == 16
         entry, section = cfg.lut_addr[:6], cfg.lut_addr[6:]
 
         # Which sub-LUTs a logical write reaches, per the table in the module docstring.
         writes = [
-            q8 & (section == s)
-            | q7 & (section == s % 2)
-            | ~q8 & ~q7 & (section == 0)
+            (cfg.q == 8) & (section == s)
+            | (cfg.q == 7) & (section == s % 2)
+            | (cfg.q != 8) & (cfg.q != 7) & (section == 0)
             for s in range(SUB_LUTS)
         ]
+        write_en = Signal(SUB_LUTS)
+        write_entry = Signal.like(entry)
+        write_data = Signal.like(cfg.lut_data)
+        m.d.sync += [write_en.eq(Mux(cfg.lut_we, Cat(writes), 0)), write_entry.eq(entry), write_data.eq(cfg.lut_data)]
 
         ports = []
         readback = []  # big LUT 0 holds every entry any mode keeps
@@ -57,8 +65,10 @@ class LUTArray(wiring.Component):
                 mem = memory.Memory(shape=BF16, depth=SUB_LUT_ENTRIES, init=[])
                 m.submodules[f"lut{b}_sub{s}"] = mem
                 wp = mem.write_port()
-                m.d.comb += [wp.addr.eq(entry), wp.data.eq(cfg.lut_data), wp.en.eq(cfg.lut_we & writes[s])]
-                ports.append(mem.read_port(domain="comb"))
+                m.d.comb += [wp.addr.eq(write_entry), wp.data.eq(write_data), wp.en.eq(write_en[s])]
+                rp = mem.read_port()
+                m.d.comb += rp.en.eq(self.en)
+                ports.append(rp)
                 if b == 0:
                     rp = mem.read_port(domain="comb")
                     m.d.comb += rp.addr.eq(entry)
@@ -72,6 +82,7 @@ class LUTArray(wiring.Component):
         def port(b, s):
             return ports[b * SUB_LUTS + s]
 
+        q8, q7, q16 = self.q == 8, self.q == 7, self.q == 16
         # Each sub-LUT's address comes from the lane that reads it in the current mode.
         for b in range(self.L):
             for s in range(SUB_LUTS):
@@ -81,8 +92,12 @@ class LUTArray(wiring.Component):
                         with m.If(cond):
                             m.d.comb += port(b, s).addr.eq(self.codes[lanes[mode]][:6])
 
+        # The codes a cycle later, beside their lookups: Q = 16 values and the sub-LUT choices.
+        codes = Signal.like(self.codes)
+        with m.If(self.en):
+            m.d.sync += codes.eq(self.codes)
         for i in range(self.lanes):
-            code = self.codes[i]
+            code = codes[i]
             with m.If(q16):
                 m.d.comb += self.values[i].eq(code)
             with m.Elif(q8):

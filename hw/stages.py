@@ -1,7 +1,8 @@
-"""Pipeline registers between stream stages: the load enables of a chain of stages, and a register
-slice that cuts both directions of a stream link."""
+"""Pipeline registers: the load enables of a chain of stages, a register slice that cuts both
+directions of a stream link, wide held registers built for their enable's fanout, and registers
+around a block synthesized alone."""
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -70,3 +71,32 @@ class RegisteredPorts(wiring.Component):
             m.d.sync += reg.eq(source)
             m.d.comb += sink.eq(reg)
         return m
+
+
+#: Bits per module of a ``hold`` register.
+HOLD_SLICE = 64
+
+
+class _Hold(wiring.Component):
+    def __init__(self, width):
+        super().__init__({"d": In(width), "en": In(1), "q": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        with m.If(self.en):
+            m.d.sync += self.q.eq(self.d)
+        return m
+
+
+def hold(m, name, value, en):
+    """A pipeline register that takes ``value`` when ``en``, for wide stages held by a stall: built in
+    modules of ``HOLD_SLICE`` bits, so that ``en`` reaches its many flip-flops through a buffer tree
+    between modules instead of the chains logic mapping builds inside one. Returns the register."""
+    value = Value.cast(value)
+    out = []
+    for k, start in enumerate(range(0, len(value), HOLD_SLICE)):
+        part = value[start:start + HOLD_SLICE]
+        m.submodules[f"{name}{k}"] = reg = _Hold(len(part))
+        m.d.comb += [reg.d.eq(part), reg.en.eq(en)]
+        out.append(reg.q)
+    return Cat(*out)

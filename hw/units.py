@@ -8,6 +8,7 @@ from typing import Callable
 from deca.golden.format import MASK_BYTES
 
 from .datapath import Datapath
+from .dequantizer import DequantStage
 from .expander import Expander
 from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
 from .lut_array import LUTArray
@@ -54,6 +55,8 @@ UNITS = {
                        Prefetcher(addr_bits, id_bits, loaders * TILES_PER_LOADER)),
     "window_unit": Unit("popcount and prefix sums",
                         lambda W, L, **_: WindowUnit(W)),
+    "dequant_stage": Unit("the dequantization stage: code unpacker, LUT array and the SD register",
+                          lambda W, L, **_: DequantStage(W, L)),
     "expander": Unit("the triangular crossbar expander",
                      lambda W, L, **_: Expander(W)),
     "lut_array": Unit("the L big LUTs",

@@ -1,77 +1,129 @@
-"""Code unpacker: the SQQ side of the dequantization stage.
+"""Code unpacker: the SQQ side of the dequantization stage, a circular bit buffer of the value stream.
 
-Value-stream beats are appended to a bit buffer; each cycle the dequantization stage may take the
-next ``n`` codes, lane i seeing the Q bits at buffer bit i*Q, so any starting bit offset works.
-Tiles' streams arrive back to back in whole bytes; after a tile's last code the buffer skips
-that tile's padding bits (to the next byte boundary of the stream, see ``deca.golden.format``).
+Value-stream beats enter an input register, then the buffer at the write pointer ``wp`` (a bit
+address; beats carry whole bytes, so it stays byte aligned). The dequantization stage reads codes
+from its read pointer ``ptr``: in the cycle it is there, the 64-bit words that hold the next beat
+of bits are selected; a cycle later they are shifted to put ``ptr`` at bit 0; a cycle later still,
+lane i's code is the Q bits at ``ptr + i*Q`` (``codes``). Tiles' streams arrive back to back in
+whole bytes, so a tile's first code is byte aligned in the buffer and skipping a tile's padding
+(``deca.golden.format``) is rounding the read pointer up to a byte: the stage's business.
+
+Pointers count bits modulo twice the buffer size: ``wp - ptr`` is what the buffer holds, 0 to
+``size``. A held beat is written when the buffer has room for a whole beat behind the next cycle's
+``ptr`` (the bits from there on are what later reads may need), decided a cycle ahead so that
+``values.ready``, the write enables and ``added`` come from registers.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import Q_BITS
 
+from .arith import fast_sum
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
+from .stages import hold
 
-#: Buffer size in beats. A beat is accepted whenever what stays after this cycle's take leaves
-#: room for a whole beat, so the buffer always holds the next cycle's codes: a full beat, or the
-#: rest of the tile when its short last beat went in (the next tile's first beat follows it).
-BUFFER_BEATS = 2
+#: Buffer size in beats. Reading a full beat per cycle (Q = 16) while each write is decided a cycle
+#: ahead needs three; four keep the pointers binary and absorb the short beats at tiles' ends.
+BUFFER_BEATS = 4
+#: Bits of a buffer word: the read stages select whole words, then shift by the rest of ``ptr``.
+WORD = 64
+#: Cycles from a read at ``ptr`` (with ``en``) to its ``codes``.
+READ_LATENCY = 2
 
 
 class CodeUnpacker(wiring.Component):
-    """``codes[i]`` is code i of the buffer (zero-extended); ``ok`` says the first ``n`` are all
-    there. ``take`` consumes them (and, with ``tile_end``, the tile's padding bits)."""
+    """``codes[i]`` is the code at ``ptr + i*q`` of the cycle ``READ_LATENCY`` read cycles before
+    (zero-extended); the read stages move on when ``en`` is high. ``wp`` is the write pointer,
+    ``size`` the buffer's bits: the bits up to ``wp`` are in the buffer. ``take`` says the next
+    cycle's ``ptr`` is ``next_ptr`` (otherwise it stays)."""
 
     def __init__(self, W, L):
         self.lanes = physical_lanes(W, L)
         self.beat_bits = value_beat_bits(W, L)
+        self.size = BUFFER_BEATS * self.beat_bits
+        ptr_bits = self.size.bit_length()  # one more than the address: the wrap bit
         super().__init__({
             "q": In(5),
             "values": In(stream.Signature(value_beat_layout(W, L))),
-            "n": In(range(self.lanes + 1)),
-            "tile_end": In(1),
+            "ptr": In(ptr_bits),
+            "en": In(1),
+            "wp": Out(ptr_bits),
+            "next_ptr": In(ptr_bits),  # ``ptr`` of the next cycle, if ``take``
             "take": In(1),
-            "ok": Out(1),
+            "added": Out(range(self.beat_bits + 1)),  # bits going into the buffer in this cycle
             "codes": Out(data.ArrayLayout(BF16, self.lanes)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        size = BUFFER_BEATS * self.beat_bits
-        buf = Signal(size)
-        fill = Signal(range(size + 1))
-        phase = Signal(3)  # bits taken since the current tile's stream began, mod 8
-
+        self._write(m)
+        window = self._read(m)
         for i in range(self.lanes):
             with m.Switch(self.q):
                 for q in Q_BITS:
                     with m.Case(q):
-                        m.d.comb += self.codes[i].eq(buf[i * q:(i + 1) * q])
-
-        bits = Signal(range(self.lanes * 16 + 1))
-        m.d.comb += [bits.eq(self.n * self.q), self.ok.eq(fill >= bits)]
-
-        used = Signal.like(bits)
-        end = Signal(range(self.lanes * 16 + 8))
-        m.d.comb += [used.eq(Mux(self.take, bits, 0)), end.eq(phase + used)]
-        skip = Mux(self.take & self.tile_end, (8 - end[:3])[:3], 0)
-        taken = Signal(range(self.lanes * 16 + 8))
-        m.d.comb += taken.eq(used + skip)
-        with m.If(self.take):
-            m.d.sync += phase.eq(Mux(self.tile_end, 0, end[:3]))
-
-        left = Signal.like(fill)
-        m.d.comb += [
-            left.eq(fill - taken),
-            self.values.ready.eq(left + self.beat_bits <= size),
-        ]
-        beat = self.values.payload
-        # Bytes past ``nbytes`` may hold anything; only valid ones enter the buffer.
-        incoming = Cat(Mux(k < beat.nbytes, beat.data.word_select(k, 8), 0) for k in range(self.beat_bits // 8))
-        with m.If(self.values.valid & self.values.ready):
-            m.d.sync += [buf.eq((buf >> taken) | (incoming << left)), fill.eq(left + beat.nbytes * 8)]
-        with m.Else():
-            m.d.sync += [buf.eq(buf >> taken), fill.eq(left)]
+                        m.d.comb += self.codes[i].eq(window[i * q:(i + 1) * q])
         return m
+
+    def _write(self, m):
+        beat_bits, size = self.beat_bits, self.size
+        beat_bytes = beat_bits // 8
+        slots = BUFFER_BEATS
+        self.buf = [Signal(beat_bits, name=f"slot{s}") for s in range(slots)]
+
+        # The input register: the beat, its valid bytes as a mask, and their bits.
+        held = Signal()
+        data_ = Signal(beat_bits)
+        valid = Signal(beat_bytes)
+        bits = Signal(range(beat_bits + 1))
+        write = Signal()  # the held beat goes into the buffer in this cycle; decided a cycle ahead,
+        # like ``added``, so that both leave registers
+        m.d.comb += self.values.ready.eq(~held | write)
+        beat = self.values.payload
+        accept = self.values.valid & self.values.ready
+        held_next, bits_next = Mux(self.values.ready, self.values.valid, held), Mux(accept, beat.nbytes * 8, bits)
+        m.d.sync += [held.eq(held_next), bits.eq(bits_next)]
+        with m.If(accept):
+            m.d.sync += [data_.eq(beat.data), valid.eq(Cat(k < beat.nbytes for k in range(beat_bytes)))]
+
+        # Byte k of the beat goes to byte wp/8 + k of the buffer: rotated by the byte offset within
+        # a slot, the beat spans the slot of ``wp`` (from the offset up) and the next one (below it).
+        offset = self.wp[3:3 + (beat_bytes - 1).bit_length()]
+        slot = self.wp[3 + (beat_bytes - 1).bit_length():(size - 1).bit_length()]
+        rot_data = Signal(beat_bits)
+        rot_valid = Signal(beat_bytes)
+        m.d.comb += [rot_data.eq((Cat(data_, data_) << offset * 8)[beat_bits:]),
+                     rot_valid.eq((Cat(valid, valid) << offset)[beat_bytes:])]
+        above = Signal(beat_bytes)  # byte k of a slot is at or above the offset
+        m.d.comb += above.eq(Const((1 << beat_bytes) - 1, beat_bytes) << offset)
+        for s, word in enumerate(self.buf):
+            mine = Mux(slot == s, above, Mux(slot == (s - 1) % slots, ~above, 0))
+            for k in range(beat_bytes):
+                with m.If(write & rot_valid[k] & mine[k]):
+                    m.d.sync += word.word_select(k, 8).eq(rot_data.word_select(k, 8))
+
+        # Next cycle's write: a held beat with room for a whole beat behind the next cycle's ``ptr``,
+        # after this cycle's write.
+        def fits(ptr):
+            return fast_sum(m, [self.wp, self.added, Const(beat_bits, len(ptr)), ~ptr], carry_in=1)[:len(ptr)] <= size
+        write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
+        m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next),
+                     self.added.eq(Mux(write_next, bits_next, 0))]
+
+    def _read(self, m):
+        words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]
+        span = self.beat_bits // WORD + 1  # words that hold any beat of bits
+        first = self.ptr[(WORD - 1).bit_length():(self.size - 1).bit_length()]
+        picking = Signal(span * WORD)
+        for j in range(span):
+            with m.Switch(first):
+                for k in range(len(words)):
+                    with m.Case(k):
+                        m.d.comb += picking.word_select(j, WORD).eq(words[(k + j) % len(words)])
+        picked = hold(m, "picked", picking, self.en)
+        shift = Signal(range(WORD))
+        with m.If(self.en):
+            m.d.sync += shift.eq(self.ptr[:(WORD - 1).bit_length()])
+        return hold(m, "window", (picked >> shift)[:self.beat_bits], self.en)

@@ -25,7 +25,7 @@ from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
 from deca.hw.stages import RegisteredPorts
-from deca.hw.unpacker import CodeUnpacker
+from deca.hw.unpacker import READ_LATENCY, CodeUnpacker
 
 from aig import Netlist
 
@@ -483,12 +483,21 @@ def test_lut_array_lookup_every_q(W, L, rng):
         model.write(q, addr, value)
 
     async def check(ctx, q, codes, expected):
-        """codes: (evals, lq); expected: (evals, lq) or None entries to skip."""
+        """codes: (evals, lq); expected: (evals, lq) or None entries to skip. A lookup's values come a
+        cycle after its codes and hold while ``en`` is low; a write lands a cycle after its port cycle."""
         lq = codes.shape[1]
+        ctx.set(dut.q, q)
+        await ctx.tick()
         for e in range(len(codes)):
             words = rng.integers(0, 1 << 16, lanes).astype(np.uint16)  # garbage on unused lanes
             words[:lq] = codes[e]
             ctx.set(dut.codes.as_value(), pack16(words))
+            ctx.set(dut.en, 1)
+            await ctx.tick()
+            ctx.set(dut.en, 0)
+            ctx.set(dut.codes.as_value(), pack16(rng.integers(0, 1 << 16, lanes).astype(np.uint16)))
+            if rng.random() < 0.3:
+                await ctx.tick()  # held
             got = unpack16(ctx.get(dut.values.as_value()), lanes)[:lq]
             for i in range(lq):
                 if expected[e][i] is not None:
@@ -568,11 +577,13 @@ def build_stream(tiles):
 @pytest.mark.parametrize("q", Q_BITS)
 @pytest.mark.parametrize("W, L", [(8, 4), (32, 8)])
 def test_code_unpacker_against_read_codes(W, L, q, rng):
-    """Every starting bit offset 0..7 (o one-bit codes taken with Q = 1 before the tile's Q-bit
-    codes), random beat cuts with garbage past ``nbytes``, random input stalls, random ``n``;
-    ``ok`` exactly when n*Q bits are buffered; ``tile_end`` skips the padding."""
+    """The unpacker read as the dequantization stage reads it: every starting bit offset 0..7 (o
+    one-bit codes read with Q = 1 before the tile's Q-bit codes), random beat cuts with garbage past
+    ``nbytes``, random input stalls and read stalls (``en`` low), random ``n``, the read pointer
+    rounded up to a byte after each tile's codes. Codes are read only up to ``wp``, and each read's
+    codes, READ_LATENCY read cycles later, are the stream's (``read_codes``)."""
     dut = CodeUnpacker(W, L)
-    lanes, beat_bits = dut.lanes, dut.beat_bits
+    lanes, beat_bits, size = dut.lanes, dut.beat_bits, dut.size
     beat_bytes = beat_bits // 8
     tiles = []
     for o in np.concatenate([rng.permutation(8), rng.permutation(8)]):
@@ -584,97 +595,87 @@ def test_code_unpacker_against_read_codes(W, L, q, rng):
     tiles.append((np.zeros(0, np.int64), rng.integers(0, 1 << q, TILE_ELEMS), q))  # a full tile
     streams, starts = build_stream(tiles)
     stream = np.concatenate(streams)
+    total = 8 * len(stream)
 
     # A tile's stream cut into beats (full most of the time) with random bytes past nbytes.
     beats, beat_tile = [], []
     for t, s in enumerate(streams):
         pos = 0
         while pos < len(s):
-            size = beat_bytes if rng.random() < 0.5 else int(rng.integers(1, beat_bytes + 1))
-            piece = s[pos:pos + size]
+            cut = beat_bytes if rng.random() < 0.5 else int(rng.integers(1, beat_bytes + 1))
+            piece = s[pos:pos + cut]
             garbage = rng.integers(0, 256, beat_bytes).astype(np.uint8)
             garbage[:len(piece)] = piece
             beats.append(int.from_bytes(garbage.tobytes(), "little") | len(piece) << beat_bits)
             beat_tile.append(t)
             pos += len(piece)
-    # Half the tiles' beats wait until the consumer reaches the tile, starving it.
+    # Half the tiles' beats wait until the reader reaches the tile, starving it.
     held = rng.random(len(tiles)) < 0.5
-    stats = {"not ok": 0, "taken": 0, "codes": 0, "offsets": set()}
+    # The reads in order, (tile, stream bit, Q, n); after a tile's codes its padding, (tile, bit, None, bits).
+    reads = []
+    for t, (prefix, codes, tq) in enumerate(tiles):
+        pos = starts[t]
+        for cq, count in ((1, len(prefix)), (tq, len(codes))):
+            done = 0
+            while done < count:
+                most = min(count - done, min(dequant_lanes(cq, L), lanes))
+                n = most if rng.random() < 0.5 else int(rng.integers(1, most + 1))
+                reads.append((t, pos, cq, n))
+                pos += n * cq
+                done += n
+        reads.append((t, pos, None, -pos % 8))
+    wrap = 2 * size  # pointers count bits modulo twice the buffer
+    stats = {"waited": 0, "codes": 0, "offsets": set()}
 
     async def tb(ctx):
-        # Empty buffer: no code is there yet, whatever Q and n.
-        ctx.set(dut.take, 0)
-        for cq in Q_BITS:
-            ctx.set(dut.q, cq)
-            for n in range(1, lanes + 1):
-                ctx.set(dut.n, n)
-                assert not ctx.get(dut.ok), f"ok with an empty buffer, Q={cq}, n={n}"
-            ctx.set(dut.n, 0)
-            assert ctx.get(dut.ok), "n = 0 must always be ok"
-        buffered = 0  # bits of accepted beats not yet taken
-        beat = 0
-        cycles, limit = 0, 1000 + 50 * (len(beats) + sum(len(c) for _, c, _ in tiles))
-        for t, (prefix, codes, tq) in enumerate(tiles):
-            stall = float(rng.choice([0.0, 0.5, 0.95]))  # input stalls
-            consumed = 0  # bits taken from this tile
-            steps = [(1, len(prefix)), (tq, len(codes))]
-            for phase, (cq, total) in enumerate(steps):
-                done = 0
-                while True:
-                    rest = total - done
-                    if phase == 0 and rest == 0:
-                        break
-                    lq = min(dequant_lanes(cq, L), lanes)
-                    n = min(rest, lq) if rng.random() < 0.5 else int(rng.integers(0, min(rest, lq) + 1))
-                    end = phase == 1 and n == rest and rng.random() < 0.8
-                    ctx.set(dut.q, cq)
-                    ctx.set(dut.n, n)
-                    ctx.set(dut.tile_end, end)
-                    ctx.set(dut.take, 0)
-                    offer = (beat < len(beats) and rng.random() >= stall
-                             and not (held[beat_tile[beat]] and beat_tile[beat] > t))
-                    ctx.set(dut.values.valid, offer)
-                    if offer:
-                        ctx.set(dut.values.payload.as_value(), beats[beat])
-                    ok = ctx.get(dut.ok)
-                    assert ok == (buffered >= n * cq), (
-                        f"tile {t}: ok={ok} with {buffered} bits buffered and n={n}, Q={cq}")
-                    take = ok and rng.random() < 0.9
-                    if ok:
-                        got = unpack16(ctx.get(dut.codes.as_value()), lanes)[:n]
-                        pos = starts[t] + consumed + cq * np.arange(n)
-                        expected = read_codes(stream, pos, cq)
-                        assert np.array_equal(got, expected), (
-                            f"tile {t} Q={cq} bits {consumed}..: got {got.tolist()}, expected {expected.tolist()}")
-                        stats["codes"] += n
-                        if take and n and phase == 1 and done == 0:
-                            stats["offsets"].add(consumed % 8)
-                    elif n:
-                        stats["not ok"] += 1
-                    ctx.set(dut.take, take)
-                    accepted = offer and ctx.get(dut.values.ready)
-                    await ctx.tick()
-                    cycles += 1
-                    assert cycles < limit, f"stuck in tile {t}: {buffered} bits buffered, beat {beat} of {len(beats)}"
-                    if accepted:
-                        buffered += 8 * ((beats[beat] >> beat_bits))
-                        beat += 1
-                    if take:
-                        stats["taken"] += 1
-                        consumed += n * cq
-                        done += n
-                        buffered -= n * cq
-                        if end:
-                            pad = -consumed % 8
-                            buffered -= pad
-                            consumed += pad
-                            break
-                    if phase == 0 and done == total:
-                        break
-            assert consumed == 8 * len(streams[t]), f"tile {t}: {consumed} bits taken of {8 * len(streams[t])}"
-        assert beat == len(beats) and buffered == 0
+        beat, ptr, r = 0, 0, 0
+        pipe = [None] * READ_LATENCY  # the reads in the read stages, the one whose codes are out first
+        cycles, limit = 0, 1000 + 50 * (len(beats) + len(reads))
+        while r < len(reads) or any(pipe):
+            if pipe[0] is not None:
+                t, pos, cq, n = pipe[0]
+                ctx.set(dut.q, cq)
+                got = unpack16(ctx.get(dut.codes.as_value()), lanes)[:n]
+                expected = read_codes(stream, pos + cq * np.arange(n), cq)
+                assert np.array_equal(got, expected), (
+                    f"tile {t} Q={cq} bit {pos}: got {got.tolist()}, expected {expected.tolist()}")
+                stats["codes"] += n
+                if cq == q and pos == starts[t] + len(tiles[t][0]):
+                    stats["offsets"].add(pos % 8)
+            t = reads[r][0] if r < len(reads) else len(tiles)
+            offer = (beat < len(beats) and rng.random() >= 0.3
+                     and not (held[beat_tile[beat]] and beat_tile[beat] > t))
+            ctx.set(dut.values.valid, offer)
+            if offer:
+                ctx.set(dut.values.payload.as_value(), beats[beat])
+            en = rng.random() < 0.8
+            take, step = False, 0
+            if en and r < len(reads):
+                _, pos, cq, n = reads[r]
+                step = n * cq if cq else n
+                buffered = (ctx.get(dut.wp) - ptr) % wrap
+                assert buffered <= min(size, total - pos), f"wp claims {buffered} bits from bit {pos}"
+                if cq is None or buffered >= step:
+                    take = rng.random() < 0.9
+                else:
+                    stats["waited"] += 1
+            ctx.set(dut.en, en)
+            ctx.set(dut.ptr, ptr)
+            ctx.set(dut.take, take)
+            ctx.set(dut.next_ptr, (ptr + step) % wrap)
+            accepted = offer and ctx.get(dut.values.ready)
+            await ctx.tick()
+            cycles += 1
+            assert cycles < limit, f"stuck at read {r} of {len(reads)}, beat {beat} of {len(beats)}"
+            beat += accepted
+            if en:
+                pipe = [*pipe[1:], reads[r] if take and reads[r][2] else None]
+            if take:
+                ptr = (ptr + step) % wrap
+                r += 1
+        assert beat == len(beats) and ptr == total % wrap and ctx.get(dut.wp) == ptr
 
     run(dut, tb, clocked=True)
-    assert stats["not ok"] > 0 and stats["codes"] > 0
-    # Some tile's first Q-bit code was taken at every bit offset 0..7.
+    assert stats["waited"] > 0 and stats["codes"] > 0
+    # Some tile's first Q-bit code was read at every bit offset 0..7.
     assert stats["offsets"] == set(range(8)), stats["offsets"]
