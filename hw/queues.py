@@ -4,18 +4,34 @@ factor queue are each a ``LineQueue``.
 Memory lines arrive in any order and at any byte alignment; each is written already realigned,
 so that stream byte s sits at byte s mod R of row s div R (R = ``row_bytes``): a line lands in
 at most two rows, consecutive ones and so in different banks: even rows are one memory, odd rows
-another, each with one byte-enabled write port (a memory with two write ports maps to no FPGA
-RAM, nor to the usual ASIC macro). Reads then never cross a row: the queue hands out the stream
-in beats of ``beat_bytes`` (a divisor of R), each once every line it needs has arrived. A queue
-holds one tile's stream at a time, circularly when the stream is longer than the queue; ``room``
-tells the loader whether a line may be requested yet.
+another, each with one byte-enabled write port and one synchronous read port (a memory with two
+write ports maps to no FPGA RAM, nor to the usual ASIC macro). Reads then never cross a row: the
+queue hands out the stream in beats of ``beat_bytes`` (a divisor of R), each once every line it
+needs has arrived. A queue holds one tile's stream at a time, circularly when the stream is longer
+than the queue; ``room`` tells the loader whether a line may be requested yet.
+
+**Pipeline.** A written line enters a register with its index (stage W1); the next cycle it is
+rotated into place and its byte enables are formed (registered in stage W2), and the cycle after
+it is written and counted as arrived. A beat is issued from registers (whether its lines have
+arrived, where it lies) by reading its row (the read port's register is stage 1; a one-row queue
+is read from its register then); the beat's bytes enter the output register (stage 2), which
+``beats`` presents. So a line written in cycle t lets out the first beat it completes in cycle
+t + 5 at the earliest (t + 1 with combinational reads and writes), and beats follow one per cycle;
+``beats.ready`` only enables the two read stages. ``room`` is registered from the read position a
+cycle late, which only holds a request back a cycle. ``start`` drops what is in the pipeline,
+including a line written in its own cycle.
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed
+import functools
+import operator
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import fast_add
 from .layouts import LEN_BITS, LINE_BYTES
+from .stages import stage_loads
 
 #: Index bits of a line within a stream: a stream of up to 2^16 - 1 bytes at any alignment.
 LINE_INDEX_BITS = LEN_BITS - 5
@@ -31,6 +47,30 @@ def _below(n, width):
     return ~(Const((1 << width) - 1, width) << n)[:width]
 
 
+def _onehot(n, width):
+    """The ``width``-bit one-hot code of ``n``."""
+    return Const(1, width) << n
+
+
+def _rotate(value, steps, unit):
+    """``value`` rotated left by ``unit`` bits times the amount that the one-hot codes ``steps``
+    spell, lowest digit first (code k's digit weighs the product of the earlier codes' widths):
+    one AND-OR per code rather than a 2:1 mux level per bit of the amount, so fewer levels, each
+    select one flip-flop."""
+    step = unit
+    for onehot in steps:
+        value = functools.reduce(operator.or_, (Mux(onehot[j], value.rotate_left(j * step % len(value)), 0)
+                                                for j in range(len(onehot))))
+        step *= len(onehot)
+    return value
+
+
+def _index(n):
+    """The shape of an index into ``n`` things, at least one bit wide: a one-row queue or a row of
+    one beat would otherwise get zero-width signals, which Verilog cannot declare."""
+    return range(max(2, n))
+
+
 def write_layout():
     """Line ``index`` of the current stream, as memory returned it."""
     return data.StructLayout({"index": LINE_INDEX_BITS, "data": 8 * LINE_BYTES})
@@ -39,7 +79,7 @@ def write_layout():
 class LineQueue(wiring.Component):
     """``start`` (with ``offset`` = address mod 64 and ``length``) begins a new stream and drops
     what the queue held; ``write`` stores a line of it. A stream of length 0 is one empty beat with
-    ``last``."""
+    ``last``. Timing: see the module docstring."""
 
     def __init__(self, rows, row_bytes, beat_bytes):
         assert rows & (rows - 1) == 0 and row_bytes % LINE_BYTES == 0 and row_bytes % beat_bytes == 0
@@ -58,117 +98,178 @@ class LineQueue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        R = self.row_bytes
         offset = Signal(range(LINE_BYTES))
         length = Signal(LEN_BITS)
+        # Where line 0 lands in its row: byte (R - offset) mod R of the row before the stream's
+        # first. Its low six bits (a line's place in a row of several lines aside) also as two
+        # one-hot codes, the rotation's selects.
+        shift0 = Signal(range(R))
+        steps = [Signal(8, name=f"step{k}") for k in range(2)]
+        first_mask = Signal(LINE_BYTES)  # the bytes of line 0 that belong to the stream
         with m.If(self.start):
-            m.d.sync += [offset.eq(self.offset), length.eq(self.length)]
-        row_b, parts = self._realign(m, offset, length)
-        arrived = self._arrivals(m)
-        pos, read_data = self._read(m, offset, length, arrived)
-        if self.rows > 1:
-            self._banks(m, row_b, parts, pos, read_data)
-        else:
-            # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3.
-            for j in range(self.row_bytes):
-                for port in parts:
-                    with m.If(port.en[j]):
-                        m.d.sync += read_data.word_select(j, 8).eq(port.data.word_select(j, 8))
+            neg = -self.offset % R
+            m.d.sync += [offset.eq(self.offset), length.eq(self.length), shift0.eq(neg), first_mask.eq(~_below(self.offset, LINE_BYTES)),
+                         steps[0].eq(_onehot(neg[:3], 8)), steps[1].eq(_onehot(neg[3:6], 8))]
+        # The line holding the stream's last byte and that byte's place in it (offset + length - 1 =
+        # 64 last_line + last_byte), as a mask of the line's bytes up to it: registered from the
+        # stream's registers, so stale for one cycle after ``start``, when no line is in stage W1
+        # yet and none has arrived.
+        last_line = Signal(LINE_INDEX_BITS + 1)
+        last_mask = Signal(LINE_BYTES)
+        # offset + length - 1 as offset + length + (2^17 - 1): one carry-save step, then a
+        # parallel-prefix add (a ripple add would be the queue's longest path).
+        a, b = length | Const(0, LEN_BITS + 1), offset | Const(0, LEN_BITS + 1)
+        stream_end = fast_add(m, ~(a ^ b), Cat(Const(0, 1), (a | b)[:LEN_BITS]))[:LEN_BITS + 1].as_signed()
+        m.d.sync += [last_line.eq(stream_end // LINE_BYTES), last_mask.eq(_below(stream_end % LINE_BYTES + 1, LINE_BYTES))]
 
-        # Line k may be requested once its last row is free: rows below the read row are.
-        R = self.row_bytes
-        top = Signal(LEN_BITS + 8)
-        line_end = self.issue_index * LINE_BYTES + (LINE_BYTES - 1) - offset
-        m.d.comb += top.eq(Mux(line_end < length, line_end, length - 1))
-        m.d.comb += self.room.eq(top // R < pos // R + self.rows)
+        # Stage W1: the written line and its index.
+        w = self.write
+        w1_valid = Signal()
+        w1 = Signal(write_layout())
+        m.d.sync += [w1_valid.eq(w.valid & ~self.start), w1.eq(w.payload)]
+        row_b, rotated, en, wraps = self._realign(m, offset, shift0, steps, first_mask, last_mask, last_line, w1_valid, w1)
+        # Stage W2: the row writes, registered, so that a macro's inputs come from flip-flops and a
+        # one-row queue's register takes its bytes straight from them.
+        w2_mark = Signal(self.slots)  # the line's arrival slot, one-hot (none without a line)
+        m.d.sync += w2_mark.eq(Mux(w1_valid & ~self.start, _onehot(w1.index % self.slots, self.slots), 0))
+        writes = self._bank_writes(m, row_b, rotated, en, wraps)
+        arrived = self._arrivals(m, w2_mark)
+        pos, row1, read_data, read_en = self._read(m, last_line, arrived)
+        if self.rows > 1:
+            self._banks(m, writes, pos, row1, read_data, read_en)
+        else:
+            # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3; its
+            # line's two parts both land in it.
+            for j in range(R):
+                with m.If(writes[0].en[j] | writes[1].en[j]):
+                    m.d.sync += read_data.word_select(j, 8).eq(writes[0].data.word_select(j, 8))
+
+        # Line k may be requested once its last row is free: rows below the next beat's row are (an
+        # issued beat was read from its row already). With ``free`` bytes of the stream below the
+        # free rows' end, line k's last byte is below it when k < free / 64 (the offset stays within
+        # a line) or when the stream ends below it. Both registered from ``pos`` a cycle late (as
+        # ``pos`` only grows, a cautious view), off the loader's request path.
+        free_lines = Signal(LEN_BITS)
+        fits = Signal()
+        free = (pos // R + self.rows) * R
+        m.d.sync += [free_lines.eq(free // LINE_BYTES), fits.eq(length <= free)]
+        with m.If(self.start):
+            m.d.sync += [free_lines.eq(self.rows * R // LINE_BYTES), fits.eq(self.length <= self.rows * R)]
+        m.d.comb += self.room.eq((self.issue_index < free_lines) | fits)
         return m
 
-    def _realign(self, m, offset, length):
-        """The written line shifted to its place: part 0 goes to row ``row_b`` - 1, part 1 to row
-        ``row_b``, each with the byte enables of the bytes that belong to the stream."""
-        R, w = self.row_bytes, self.write
-        # Line k starts at stream byte 64k - offset; u = that + R is never negative.
-        u = Signal(LINE_INDEX_BITS + 8)
-        m.d.comb += u.eq(w.payload.index * LINE_BYTES + R - offset)
-        shift = u % R
+    def _realign(self, m, offset, shift0, steps, first_mask, last_mask, last_line, valid, line):
+        """The line of stage W1 rotated into place and its byte enables: it lands at bytes
+        [shift, shift + 64) of rows ``row_b`` - 1 and ``row_b`` taken as one, so the rotated bytes
+        below ``shift`` (``wraps``) belong to row ``row_b``, the others to the row before. The
+        enables are the line's bytes that belong to the stream: only line 0 has bytes before it,
+        only the last line bytes after it. Their masks are rotated rather than the line's enables,
+        so that only the two index compares come from the line."""
+        R = self.row_bytes
+        # Line k starts at stream byte 64k - offset; u = that + R is never negative. Only the bits
+        # that choose a row of the queue are kept.
+        u = Signal((self.rows * R).bit_length())
+        m.d.comb += u.eq(line.index * LINE_BYTES + R - offset)
+        shift = Signal(range(R))
+        m.d.comb += shift.eq(shift0 + line.index * LINE_BYTES)  # u mod R, with its low bits from a register
         row_b = u // R  # the row holding the line's end (or all of it when aligned)
-        shifted = Signal(16 * R)
-        m.d.comb += shifted.eq(w.payload.data << (shift * 8))
-        # The bytes of the line that belong to the stream, [first, end): only line 0 has bytes before
-        # it, only the last line bytes after it. One thermometer code each, shifted with the data:
-        # a decoder per bound rather than two range compares per byte.
-        first = Mux(w.payload.index == 0, offset, 0)
-        end = Signal(signed(LEN_BITS + 2))
-        m.d.comb += end.eq(offset + length - w.payload.index * LINE_BYTES)
-        end_in_line = Mux(end < 0, 0, Mux(end > LINE_BYTES, LINE_BYTES, end))
-        line_en = Signal(LINE_BYTES)
-        m.d.comb += line_en.eq(Mux(w.valid, _below(end_in_line[:7], LINE_BYTES) & ~_below(first, LINE_BYTES), 0))
-        en = Signal(2 * R)
-        m.d.comb += en.eq(line_en << shift)
-        layout = data.StructLayout({"en": R, "data": 8 * R})
-        parts = [Signal(layout, name=f"write{part}") for part in (0, 1)]
-        for part, port in enumerate(parts):
-            m.d.comb += [port.data.eq(shifted.word_select(part, 8 * R)), port.en.eq(en.word_select(part, R))]
-        return row_b, parts
+        if R > LINE_BYTES:
+            # A row of several lines: the line's place in it is one more rotation step.
+            steps = steps + [_onehot(shift[6:], R // LINE_BYTES)]
 
-    def _arrivals(self, m):
-        """Lines below ``arrived`` are all in; later ones are marked in a bitmap until they join."""
-        w = self.write
+        def placed(mask):
+            return _rotate(Const(0, R) | mask, steps, 1)
+
+        first = Mux(line.index == 0, placed(first_mask), Const((1 << R) - 1, R))
+        last = Mux(line.index == last_line, placed(last_mask), Const((1 << R) - 1, R))
+        rotated = Signal(8 * R)
+        en = Signal(R)
+        m.d.comb += [rotated.eq(_rotate(Const(0, 8 * R) | line.data, steps, 8)),
+                     en.eq(Mux(valid, placed(Const((1 << LINE_BYTES) - 1, LINE_BYTES)) & first & last, 0))]
+        return row_b, rotated, en, _below(shift, R)
+
+    def _bank_writes(self, m, row_b, rotated, en, wraps):
+        """Rows ``row_b`` - 1 and ``row_b`` differ in parity, so each bank writes one of them:
+        registered write ports (address, data, byte enables), even bank first."""
+        R = self.row_bytes
+        layout = data.StructLayout({"addr": _index(self.rows // 2), "data": 8 * R, "en": R})
+        writes = [Signal(layout, name=f"write_{name}") for name in ("even", "odd")]
+        data_reg = Signal(8 * R)  # both banks take the same rotated line
+        m.d.sync += data_reg.eq(rotated)
+        for parity, port in enumerate(writes):
+            at_end = row_b[0] == parity
+            # Row -1 wraps around, but none of its bytes is enabled.
+            m.d.sync += [port.addr.eq((row_b - 1 + at_end) % self.rows // 2), port.en.eq(en & Mux(at_end, wraps, ~wraps))]
+            m.d.comb += port.data.eq(data_reg)
+        return writes
+
+    def _arrivals(self, m, mark):
+        """Lines below ``arrived`` are all in; later ones are marked in a bitmap until they join.
+        ``mark``: the slot of the line arriving now, one-hot."""
         arrived = Signal(LINE_INDEX_BITS + 1)
         seen = Signal(self.slots)
         slot = arrived % self.slots
+        joined = (seen | mark).bit_select(slot, 1)
+        m.d.sync += [seen.eq((seen | mark) & ~Mux(joined, _onehot(slot, self.slots), 0)),
+                     arrived.eq(Mux(joined, arrived + 1, arrived))]
         with m.If(self.start):
             m.d.sync += [arrived.eq(0), seen.eq(0)]
-        with m.Else():
-            mark = Signal(self.slots)
-            with m.If(w.valid):
-                m.d.comb += mark.eq(Const(1, self.slots) << (w.payload.index % self.slots))
-            joined = (seen | mark).bit_select(slot, 1)
-            m.d.sync += [seen.eq((seen | mark) & ~Mux(joined, Const(1, self.slots) << slot, 0)), arrived.eq(arrived + joined)]
         return arrived
 
-    def _read(self, m, offset, length, arrived):
-        """Beat ``beat`` covers stream bytes [beat*B, beat*B + B) of the row holding byte ``pos``;
-        it goes out once the line holding its last byte has arrived. Returns (pos, that row)."""
+    def _read(self, m, last_line, arrived):
+        """The next beat to issue covers stream bytes [pos, pos + B) of the row holding byte
+        ``pos``; it is issued once the line holding its last byte has arrived and stage 1 is free.
+        Returns (pos, stage 1's row, the row stage 1 read, the read enable)."""
         R, B = self.row_bytes, self.beat_bytes
-        beat = Signal(LEN_BITS + 1)
+        # Kept per beat rather than derived from ``pos``, so that the issue is one compare: the
+        # bytes left from ``pos``, pos + offset + B - 1 (whose line a full beat needs), whether the
+        # beat is the last and the line holding its last byte. ``need`` follows the registers a
+        # cycle later unless the beat is issued, so it is stale after ``start`` (with
+        # ``last_line``) while nothing has arrived.
         pos = Signal(LEN_BITS + 8)
-        m.d.comb += pos.eq(beat * B)
-        rest = Signal(signed(LEN_BITS + 9))
-        m.d.comb += rest.eq(length - pos)
-        last = rest <= B
-        end = Mux(last, length, pos + B)  # one past the beat's last stream byte
-        need = (end - 1 + offset) // LINE_BYTES  # the line holding it
-        done = Signal()  # every beat of the stream was handed out
-        read_data = Signal(8 * R)
-        out = self.beats.payload
-        m.d.comb += [
-            self.beats.valid.eq(~done & ((length == 0) | (arrived > need))),
-            out.data.eq(read_data.word_select((pos % R) // B, 8 * B)),
-            out.nbytes.eq(Mux(last, rest, B)),
-            out.last.eq(last),
-        ]
-        with m.If(self.start):
-            m.d.sync += [beat.eq(0), done.eq(0)]
-        with m.Elif(self.beats.valid & self.beats.ready):
-            m.d.sync += [beat.eq(beat + 1), done.eq(last)]
-        return pos, read_data
+        rest = Signal(signed(LEN_BITS + 2))
+        reach = Signal(LEN_BITS + 8)
+        last = Signal()
+        need = Signal(LINE_INDEX_BITS + 1)
+        empty = Signal()
+        done = Signal()  # every beat of the stream was issued
 
-    def _banks(self, m, row_b, parts, pos, read_data):
-        """Rows ``row_b`` - 1 and ``row_b`` differ in parity, so each bank takes one part of the
-        line: part 1 when ``row_b`` has the bank's parity, else part 0."""
+        valid1 = Signal()
+        row1 = Signal(_index(self.rows))
+        last1 = Signal()
+        nbytes1 = Signal(range(B + 1))
+        sel1 = Signal(_index(R // B))
+        out = self.beats
+        load1, load2 = stage_loads(m, [valid1, out.valid], out.ready, "beat")
+        issue = ~done & (empty | (arrived > need)) & load1
+        read_data = Signal(8 * R)
+        with m.If(load1):
+            m.d.sync += [valid1.eq(issue), row1.eq(pos // R % self.rows), last1.eq(last),
+                         nbytes1.eq(Mux(last, rest, B)), sel1.eq(pos % R // B)]
+        with m.If(issue):
+            m.d.sync += [pos.eq(pos + B), rest.eq(rest - B), reach.eq(reach + B), done.eq(last), last.eq(rest <= 2 * B),
+                         need.eq(Mux(rest <= 2 * B, last_line, (reach + B) // LINE_BYTES))]
+        with m.Else():
+            m.d.sync += need.eq(Mux(last, last_line, reach // LINE_BYTES))
+        with m.If(load2):
+            m.d.sync += [out.valid.eq(valid1), out.payload.data.eq(read_data.word_select(sel1, 8 * B)),
+                         out.payload.nbytes.eq(nbytes1), out.payload.last.eq(last1)]
+        with m.If(self.start):
+            m.d.sync += [pos.eq(0), rest.eq(self.length), reach.eq(self.offset + B - 1), last.eq(self.length <= B),
+                         empty.eq(self.length == 0), done.eq(0), valid1.eq(0), out.valid.eq(0)]
+        return pos, row1, read_data, load1
+
+    def _banks(self, m, writes, pos, row1, read_data, read_en):
+        """The two banks, written from stage W2; both read the row of the beat being issued, and
+        stage 1 keeps the one it lies in."""
         R = self.row_bytes
         row = pos // R % self.rows  # the row read
         bank_data = []
-        for parity, name in enumerate(("even", "odd")):
+        for name, write in zip(("even", "odd"), writes):
             m.submodules[name] = bank = memory.Memory(shape=8 * R, depth=self.rows // 2, init=[])
-            wp, rp = bank.write_port(granularity=8), bank.read_port(domain="comb")
-            at_end = row_b[0] == parity
-            # Row -1 wraps around, but none of its bytes is enabled.
-            m.d.comb += [
-                wp.addr.eq((row_b - 1 + at_end) % self.rows // 2),
-                wp.data.eq(Mux(at_end, parts[1].data, parts[0].data)),
-                wp.en.eq(Mux(at_end, parts[1].en, parts[0].en)),
-                rp.addr.eq(row // 2),
-            ]
+            wp, rp = bank.write_port(granularity=8), bank.read_port()
+            m.d.comb += [wp.addr.eq(write.addr), wp.data.eq(write.data), wp.en.eq(write.en),
+                         rp.addr.eq(row // 2), rp.en.eq(read_en)]
             bank_data.append(rp.data)
-        m.d.comb += read_data.eq(Mux(row[0], bank_data[1], bank_data[0]))
+        m.d.comb += read_data.eq(Mux(row1[0], bank_data[1], bank_data[0]))
