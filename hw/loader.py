@@ -18,17 +18,23 @@ takes the next, once the last (or skip) beat of each of its streams has been tak
 then left the queues (every line of it has come back), while its completion is TOut's business.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Array, C, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import MASK_BYTES, Q_BITS
 
+from .arith import fast_add
 from .layouts import (LINE_BYTES, ErrorReason, ModeSignature, ScaleFormat, ScaleGroup, Stream, scale_beat_layout,
                       stream_fields, tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
 from .prefix_sum import WindowUnit, popcount
 from .queues import LINE_INDEX_BITS, LineQueue
+from .stages import RegisterSlice
 from .tags import TagTable
+
+
+#: Registered steps of the value-length check: the mask's ones in three, then the compare.
+CHECK_STEPS = 4
 
 
 class LoaderState(enum.Enum, shape=2):
@@ -56,27 +62,24 @@ def scale_stream_len(scale_format, scale_group):
     return Mux(scale_format == ScaleFormat.NONE, 0, Mux(scale_format == ScaleFormat.BF16, 2 * scales, scales))
 
 
-def request_error(m, req, mode, addr_bits):
-    """The first ErrorReason (in code order) that the request's metadata has against ``mode``, or NONE."""
-    checks = [
+def request_checks(m, req, mode, addr_bits):
+    """(ErrorReason, failing) of the request's metadata against ``mode``, in code order: the first
+    failing one is the request's reason. A stream wraps when address + length - 1 carries out of
+    the address bits (a parallel-prefix add: a ripple carry would be the request's longest path)."""
+    return [
         (ErrorReason.CONFIG, ~Cat(mode.q == q for q in Q_BITS).any()),
-        (ErrorReason.ADDR_WRAP, Cat((n != 0) & ((a + n - 1) >> addr_bits).any()
+        (ErrorReason.ADDR_WRAP, Cat((n != 0) & fast_add(m, a, (n - 1)[:len(n)])[addr_bits]
                                     for a, n in stream_fields(req).values()).any()),
         (ErrorReason.MASK_LEN, req.mask_len != Mux(mode.sparse, MASK_BYTES, 0)),
         (ErrorReason.SCALE_LEN, req.scale_len != scale_stream_len(mode.scale_format, mode.scale_group)),
         (ErrorReason.VALUE_LEN, ~mode.sparse & (req.val_len != mode.q * LINE_BYTES)),
     ]
-    bad = Signal(ErrorReason)
-    for reason, failing in reversed(checks):
-        with m.If(failing):
-            m.d.comb += bad.eq(reason)
-    return bad
 
 
 class Loader(wiring.Component):
-    """One TEPL at a time (see the module docstring). ``squash``: drop it, whatever its state (the
-    loader's outputs are not gated in that cycle: whoever drives it takes no line request and no
-    beat then, as the PE does); ``grant``: the PE takes at most one request per cycle. ``fails``:
+    """One TEPL at a time (see the module docstring). ``squash``: drop it, whatever its state, and
+    a request accepted in that cycle (neither ``req.ready`` nor the outputs are gated then: whoever
+    drives it takes no line request and no beat, and forgets the request, as the PE does); ``grant``: the PE takes at most one request per cycle. ``fails``:
     the request fails a check in this cycle (before any of it flows), for ``fail_reason``;
     ``reason``: the last failure's."""
 
@@ -107,8 +110,8 @@ class Loader(wiring.Component):
         m.submodules.sqq = sqq = LineQueue(self.sqq_bytes // row_bytes, row_bytes, beat_bytes)
         m.submodules.mask_queue = mask_q = LineQueue(1, LINE_BYTES, MASK_BYTES)
         m.submodules.scale_queue = scale_q = LineQueue(1, LINE_BYTES, LINE_BYTES)
-        window = WindowUnit(self.W)
-        m.submodules.window = ResetInserter(self.squash)(window)
+        window, window_reset = WindowUnit(self.W), Signal()
+        m.submodules.window = ResetInserter(window_reset)(window)
         queues = {Stream.MASK: mask_q, Stream.SCALE: scale_q, Stream.VALUE: sqq}
 
         meta = Signal(self.req.payload.shape())
@@ -121,36 +124,45 @@ class Loader(wiring.Component):
             m.d.sync += [state.eq(LoaderState.FAILED), reason.eq(why)]
             m.d.comb += [self.fails.eq(1), self.fail_reason.eq(why)]
 
-        # A request starts the queues' streams and is checked against the configuration.
-        m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant & ~self.squash)
+        # A request starts the queues' streams and is checked against the configuration: the first
+        # failing check decides FAILED at once, but is announced (``fails``) from a register in the
+        # next cycle, so that the request's adds stay off the paths into TOut's records.
+        m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant)
         accept = self.req.valid & self.req.ready
-        bad = request_error(m, self.req.payload, self.mode, self.addr_bits)
         for s, (addr, length) in stream_fields(self.req.payload).items():
             m.d.comb += [queues[s].start.eq(accept), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
+        bad = Signal(ErrorReason)
+        for why, failing in reversed(request_checks(m, self.req.payload, self.mode, self.addr_bits)):
+            with m.If(failing):
+                m.d.comb += bad.eq(why)
+        announce = Signal()
+        m.d.sync += announce.eq(accept & (bad != ErrorReason.NONE))
+        with m.If(announce):
+            m.d.comb += [self.fails.eq(1), self.fail_reason.eq(reason)]
         with m.If(accept):
-            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling))]
-            with m.If(bad == ErrorReason.NONE):
-                m.d.sync += state.eq(LoaderState.ACTIVE)
-            with m.Else():
-                fail(bad)
+            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)), reason.eq(bad),
+                         state.eq(Mux(bad == ErrorReason.NONE, LoaderState.ACTIVE, LoaderState.FAILED))]
 
         # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
         # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
         active = state == LoaderState.ACTIVE
-        self._issue_lines(m, tags, sqq, stream_fields(meta), accept, active)
+        self._issue_lines(m, tags, sqq, accept, active)
         self._route_responses(m, tags, queues)
         checked = self._check_value_length(m, mask_q, meta, accept, active, fail)
         m.d.comb += tags.discard.eq(self.squash | (state == LoaderState.FAILED))
 
+        # The window unit takes the mask while its value length is checked, and its vOps wait for
+        # the verdict; a failure resets it with the tile's vOps.
         flowing = active & checked
         m.d.comb += [
+            window_reset.eq(self.squash | self.fails),
             window.sparse.eq(self.mode.sparse),
-            window.tiles.valid.eq(flowing & mask_q.beats.valid),
+            window.tiles.valid.eq(active & mask_q.beats.valid),
             window.tiles.payload.mask.eq(mask_q.beats.payload.data),
-            mask_q.beats.ready.eq(flowing & window.tiles.ready),
+            mask_q.beats.ready.eq(active & window.tiles.ready),
         ]
         handed = self._frame_outputs(m, state == LoaderState.FAILED, owed, [
-            (self.vops, window.vops, window.vops.payload.last, 1),
+            (self.vops, window.vops, window.vops.payload.last, flowing),
             (self.values, sqq.beats, sqq.beats.payload.last, flowing),
             (self.scales, scale_q.beats, 1, flowing & scaling),
         ])
@@ -168,30 +180,40 @@ class Loader(wiring.Component):
             m.d.sync += [state.eq(LoaderState.IDLE), owed.eq(0)]
         return m
 
-    def _issue_lines(self, m, tags, sqq, streams, accept, active):
-        """Line requests: the first stream (in Stream order) with lines left and room for the next."""
+    def _issue_lines(self, m, tags, sqq, accept, active):
+        """Line requests: the first stream (in Stream order) with lines left and room for the next.
+        The request registers each stream's line count and next line address, so that a line's
+        issue compares and selects registers; it leaves through a register slice, which is not
+        squashed: its tag is taken, and the tag table waits for the response (stale)."""
+        fields = stream_fields(self.req.payload)
         issued = Array(Signal(LINE_INDEX_BITS + 1, name=f"issued_{s.name.lower()}") for s in Stream)
+        lines = Array(Signal(LINE_INDEX_BITS + 1, name=f"lines_{s.name.lower()}") for s in Stream)
+        next_line = Array(Signal(self.addr_bits - 6, name=f"next_line_{s.name.lower()}") for s in Stream)
         with m.If(accept):
-            m.d.sync += [count.eq(0) for count in issued]
+            for s, (addr, length) in fields.items():
+                m.d.sync += [issued[s.value].eq(0), next_line[s.value].eq(addr >> 6),
+                             lines[s.value].eq((addr[:6] + length + LINE_BYTES - 1) // LINE_BYTES)]
         m.d.comb += sqq.issue_index.eq(issued[Stream.VALUE.value])
         pick, pending = Signal(Stream), Signal()
         which = pick.as_value()
         for s in reversed(Stream):
-            addr, length = streams[s]
-            with m.If(issued[s.value] < (addr[:6] + length + LINE_BYTES - 1) // LINE_BYTES):
+            with m.If(issued[s.value] != lines[s.value]):
                 m.d.comb += [pick.eq(s), pending.eq(1)]
-        first_line = Array(addr >> 6 for addr, _ in streams.values())
+        m.submodules.line_req_reg = reg = RegisterSlice(self.line_req.payload.shape())
+        wiring.connect(m, reg.o, wiring.flipped(self.line_req))
         room = Mux(pick == Stream.VALUE, sqq.room, 1)
         m.d.comb += [
-            self.line_req.valid.eq(active & pending & room & tags.free),
-            self.line_req.payload.addr.eq((first_line[which] + issued[which]) << 6),
-            self.line_req.payload.tag.eq(tags.tag),
-            tags.alloc.eq(self.line_req.valid & self.line_req.ready),
+            reg.i.valid.eq(active & pending & room & tags.free),
+            reg.i.payload.addr.eq(Cat(C(0, 6), next_line[which])),
+            reg.i.payload.tag.eq(tags.tag),
+            tags.alloc.eq(reg.i.valid & reg.i.ready),
             tags.alloc_line.stream.eq(pick),
             tags.alloc_line.index.eq(issued[which]),
         ]
-        with m.If(tags.alloc):
-            m.d.sync += issued[which].eq(issued[which] + 1)
+        for s in Stream:  # each stream's counters step on their own: the pick only enables them
+            with m.If(tags.alloc & (pick == s)):
+                m.d.sync += [issued[s.value].eq(issued[s.value] + 1),
+                             next_line[s.value].eq(fast_add(m, next_line[s.value], 0, 1)[:self.addr_bits - 6])]
 
     def _route_responses(self, m, tags, queues):
         """Responses go to the queue of their stream, unless their tile was aborted."""
@@ -206,15 +228,31 @@ class Loader(wiring.Component):
 
     def _check_value_length(self, m, mask_q, meta, accept, active, fail):
         """Sparse mode: the value stream must be ceil(ones * Q / 8) bytes; count the mask's ones,
-        then compare, before anything flows. Returns ``checked``: the streams may flow."""
-        checked, counted = Signal(), Signal()
-        ones = Signal(range(len(mask_q.beats.payload.data) + 1))
+        then compare, before anything flows. The mask beat is taken into the count when it comes
+        (the window unit may take it then too); the count takes three registered steps (bytes,
+        64-bit words, the mask) and the compare a fourth (CHECK_STEPS). Returns ``checked``: the
+        streams may flow."""
+        checked = Signal()
+        step = Signal(range(CHECK_STEPS + 1))  # cycles since the mask beat came
+        mask = mask_q.beats.payload.data
+        sums = [mask[k] for k in range(len(mask))]
+        for n, group in enumerate((8, 8, len(mask) // 64)):
+            sums = [popcount(sums[k:k + group]) for k in range(0, len(sums), group)]
+            regs = [Signal(len(v), name=f"ones{n}_{k}") for k, v in enumerate(sums)]
+            if n == 0:
+                with m.If(step == 0):  # the first step holds the beat's counts
+                    m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
+            else:
+                m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
+            sums = regs
+        matches = Signal()
+        m.d.sync += matches.eq((sums[0] * self.mode.q + 7) // 8 == meta.val_len)
         with m.If(accept):
-            m.d.sync += [checked.eq(~self.mode.sparse), counted.eq(0)]
-        with m.If(active & ~checked & mask_q.beats.valid):
-            with m.If(~counted):
-                m.d.sync += [ones.eq(popcount(list(mask_q.beats.payload.data))), counted.eq(1)]
-            with m.Elif((ones * self.mode.q + 7) // 8 == meta.val_len):
+            m.d.sync += [checked.eq(~self.mode.sparse), step.eq(0)]
+        with m.If(active & ~checked & (mask_q.beats.valid | (step != 0))):
+            with m.If(step != CHECK_STEPS):
+                m.d.sync += step.eq(step + 1)
+            with m.Elif(matches):
                 m.d.sync += checked.eq(1)
             with m.Else():
                 fail(ErrorReason.VALUE_LEN)

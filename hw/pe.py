@@ -13,8 +13,8 @@ request goes to an idle context, so a tile's lines are fetched while the loader'
 still drains into the pipeline (the paper's loader holds one tile, from its metadata to its last
 beat). Every accepted request gets one entry in each order FIFO, which the pipeline's three input
 selectors follow, and a record in TOut, whose completions go out in request order. A context takes
-its next request once its tile has left its queues; a tile takes a TOut buffer when it enters the
-pipeline, and gives it back with its last completion row. A squash resets the contexts' state, the
+its next request once its tile has left its queues; a tile takes a TOut buffer with its first chunk
+out of the pipeline, and gives it back with its last completion row. A squash resets the contexts' state, the
 order FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entries (stale) until the
 aborted lines come back, and the prefetcher and registers are untouched.
 """
@@ -151,10 +151,10 @@ class PE(wiring.Component):
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
         request_held = self._requests(m, loaders, per_port, orders, regs, tout)
-        held_back = self._pipeline_inputs(m, loaders, orders, pipeline, tout)
+        self._pipeline_inputs(m, loaders, orders, pipeline)
         waiting_completion = self._completions(m, pipeline, tout)
         self._memory(m, loaders, orders["value"])
-        self._status(m, per_port, orders, pipeline, regs, held_back,
+        self._status(m, per_port, orders, pipeline, regs,
                      busy=tout.busy | request_held | waiting_completion)
         return m
 
@@ -166,12 +166,15 @@ class PE(wiring.Component):
         context's failure marks the record of its request. Returns: a request is held.
 
         So ``ready`` comes from flip-flops, but for the tie: a lower port's ``valid`` clears a higher
-        port's ``ready`` in the same cycle (one gate), and ``squash`` clears every ``ready``."""
+        port's ``ready`` in the same cycle (one gate), and ``squash`` clears every ``ready``. A
+        request moved in a squash's cycle is dropped by the resets of everything it enters (context,
+        order FIFOs, TOut) and not shown to the prefetcher, so ``squash`` does not gate the move:
+        that kept the input on a path through the contexts' queue starts."""
         squash = self.squash
         held, held_port = Signal(), Signal(range(self.loaders))
         held_req = Signal.like(self.tepl_req[0].payload)
         move = Signal()
-        m.d.comb += move.eq(held & tout.room & ~squash)
+        m.d.comb += move.eq(held & tout.room)
         taken_before = Const(0)
         with m.If(squash | move):
             m.d.sync += held.eq(0)
@@ -207,16 +210,15 @@ class PE(wiring.Component):
                          tout.fails[i].slot.eq(Mux(accepted[i], tout.slot, slot))]
         m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
         m.d.comb += [
-            prefetcher.observe.eq(accepted.any()),
+            prefetcher.observe.eq(accepted.any() & ~squash),
             prefetcher.request.eq(Array(ld.req.payload for ld in loaders)[which]),
             prefetcher.degree.eq(regs.degree),
         ]
         wiring.connect(m, prefetcher.pf, wiring.flipped(self.pf_req))
         return held
 
-    def _pipeline_inputs(self, m, loaders, orders, pipeline, tout):
-        """The pipeline's three inputs, each following request order; a tile's first vOp enters only
-        with a TOut buffer for it. Returns ``held_back``: a first vOp waits for a buffer."""
+    def _pipeline_inputs(self, m, loaders, orders, pipeline):
+        """The pipeline's three inputs, each following request order."""
         W, L = self.W, self.L
         for name, layout, order in (("vops", vop_layout(W), orders["vop"]),
                                     ("values", value_beat_layout(W, L), orders["value"]),
@@ -228,20 +230,8 @@ class PE(wiring.Component):
             # A register between the selectors and the pipeline, so that neither the order FIFOs'
             # selection nor the pipeline's ready reaches across in one cycle.
             m.submodules[f"{name}_reg"] = slice_ = ResetInserter(self.squash)(RegisterSlice(layout))
+            wiring.connect(m, mux.out, slice_.i)
             wiring.connect(m, slice_.o, getattr(pipeline, name))
-            if name == "vops":
-                vops, vops_in = mux.out, slice_.i
-            else:
-                wiring.connect(m, mux.out, slice_.i)
-        first = vops.payload.index == 0
-        go = tout.alloc | ~first
-        m.d.comb += [
-            vops_in.valid.eq(vops.valid & go),
-            vops_in.payload.eq(vops.payload),
-            vops.ready.eq(vops_in.ready & go),
-            tout.start.eq(vops.valid & vops.ready & first),
-        ]
-        return vops.valid & ~go
 
     def _completions(self, m, pipeline, tout):
         """Chunks into TOut's buffer ring, completions in request order through the response
@@ -298,7 +288,7 @@ class PE(wiring.Component):
                 loader.line_resp.payload.data.eq(resp.data),
             ]
 
-    def _status(self, m, per_port, orders, pipeline, regs, held_back, busy):
+    def _status(self, m, per_port, orders, pipeline, regs, busy):
         """Status, error record and performance counters; completions count as they leave the port.
         ``busy``: some accepted TEPL is not completed."""
         resp = self.tepl_resp
@@ -308,7 +298,7 @@ class PE(wiring.Component):
             "BUSY_CYCLES": busy,
             "VOPS": pipeline.vops.valid & pipeline.vops.ready,
             "BUBBLE_CYCLES": pipeline.bubble,
-            "STARVE_CYCLES": pipeline.waiting & orders["vop"].r_rdy & ~held_back,
+            "STARVE_CYCLES": pipeline.waiting & orders["vop"].r_rdy,
             "BACKPRESSURE_CYCLES": self.tepl_resp.valid & ~self.tepl_resp.ready,
             "TILES": done & ~failed,
             "ERRORS": done & failed,

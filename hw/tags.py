@@ -33,7 +33,7 @@ class TagTable(wiring.Component):
             "lookup_tag": In(range(entries)),
             "line": Out(line_layout()),
             "stale": Out(1),
-            "discard": In(1),  # the tile was aborted: every allocated entry becomes stale
+            "discard": In(1),  # the tile was aborted: every allocated entry becomes stale, and one taken now
             "outstanding": Out(1),  # some entry is allocated
         })
 
@@ -58,7 +58,8 @@ class TagTable(wiring.Component):
             taken = self.alloc & (self.tag == i)
             returned = self.lookup & (self.lookup_tag == i)
             with m.If(taken):
-                m.d.sync += [busy[i].eq(1), stale[i].eq(0), lines[i].eq(self.alloc_line)]
+                # Taken in an abort's cycle, it belongs to the aborted tile.
+                m.d.sync += [busy[i].eq(1), stale[i].eq(self.discard), lines[i].eq(self.alloc_line)]
             with m.Elif(returned):
                 m.d.sync += [busy[i].eq(0), stale[i].eq(0)]
             with m.Elif(self.discard):

@@ -8,10 +8,12 @@ tile has left its queues:
   record ``slot``, and a loader whose request fails a check marks that record (``fails``, before
   any of the request has flowed). The oldest record is the ``head``, whose completion goes out next.
 - **The buffers** (``buffers`` of one tile, 1 KB each) form a ring in tile order: a tile takes the
-  next buffer when its first vOp enters the pipeline (``start``, allowed while ``alloc``: a buffer
-  is free), its chunks fill it in order, and its completion frees it. Tiles enter in request order,
-  so the head's tile, once started, is the oldest in the ring; ``chunks`` is nevertheless ready only
-  while the buffer it writes is free, so a broken allocation stalls instead of overwriting a tile.
+  next buffer with its first chunk, fills it in order, and its completion frees it. ``chunks`` is
+  ready only while the buffer it writes is free: the pipeline stalls behind a tile that has no
+  buffer yet, and holds no buffer while a tile is still in flight in it (taking the buffer when the
+  tile entered the pipeline held it PIPELINE_FILL cycles longer, which bounded BF8 at 5% density).
+  Tiles are written in request order, so the head's tile, once its first chunk is written, is the
+  oldest in the ring.
 
 A completion goes out as 16 beats of one 64-byte row, **each as soon as the chunks covering it are
 written** (a row is read the cycle after its last chunk), with ``last`` on row 15; a failed
@@ -63,8 +65,6 @@ class TOut(wiring.Component):
             "room": Out(1),
             "slot": Out(range(self.slots)),
             "fails": In(fail_layout(self.slots)).array(loaders),
-            "start": In(1),
-            "alloc": Out(1),
             "chunks": In(stream.Signature(out_layout(W))),
             "head": Out(record_layout(id_bits)),
             "busy": Out(1),
@@ -75,8 +75,8 @@ class TOut(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         delivered, in_use = self._records(m)
-        mem, rb, held, chunk, full = self._buffers(m, delivered)
-        self._rows(m, mem, rb, held, chunk, full, in_use)
+        mem, wb, rb, chunk, full = self._buffers(m, delivered)
+        self._rows(m, mem, wb, rb, chunk, full, in_use)
         return m
 
     @staticmethod
@@ -105,14 +105,11 @@ class TOut(wiring.Component):
         return self.done & ~self.head.failed, in_use
 
     def _buffers(self, m, delivered):
-        """The tile ring: ``wb`` is written, ``rb`` read; ``held`` tiles have a buffer."""
+        """The tile ring: ``wb`` is written, ``rb`` read; ``full`` buffers hold a whole tile."""
         n = self.buffers
         wb, rb = Signal(range(n)), Signal(range(n))
-        held = Signal(range(n + 1))
         chunk = Signal(range(TILE_ELEMS // self.W))  # chunks of the tile in ``wb`` written so far
         full = Signal(n)
-        m.d.comb += self.alloc.eq(held < n)
-        m.d.sync += held.eq(held + self.start - delivered)
 
         chunk_bits = 16 * self.W
         row_bits, rows = memory_rows(self.W)
@@ -135,18 +132,19 @@ class TOut(wiring.Component):
             m.d.sync += rb.eq(self._advance(rb, n))
         m.d.sync += full.eq((full | Mux(fire & c.last, Const(1, n) << wb, 0))
                             & ~Mux(delivered, Const(1, n) << rb, 0))
-        return mem, rb, held, chunk, full
+        return mem, wb, rb, chunk, full
 
-    def _rows(self, m, mem, rb, held, chunk, full, in_use):
+    def _rows(self, m, mem, wb, rb, chunk, full, in_use):
         """Tile row ``row`` of the head's buffer, once written (its whole tile, or enough chunks of
         it), into ``resp``: the read port's data and a register of the beat's other fields."""
         row = Signal(range(TILE_ROWS))
         rp = mem.read_port(transparent_for=())
         row_bits, rows = memory_rows(self.W)
         rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
-        # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being written.
+        # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being
+        # written (wb = rb), and no chunk of it is written while ``chunk`` is 0.
         elems_per_row = TILE_ELEMS // TILE_ROWS
-        written = (held != 0) & (full.bit_select(rb, 1) | (chunk * self.W >= (row + 1) * elems_per_row))
+        written = full.bit_select(rb, 1) | ((wb == rb) & (chunk * self.W >= (row + 1) * elems_per_row))
         head, r = self.head, self.resp.payload
         beat = Signal(tepl_response_layout(len(head.id)))  # the next beat, but for its data
         m.d.comb += [

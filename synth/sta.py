@@ -38,6 +38,7 @@ TREE_LOAD_FRACTION = 0.25
 MACRO = "$mem_v2"
 #: Ports of Yosys's $mem_v2 cell, by role in a macro.
 MACRO_OUTPUTS = ("RD_DATA",)
+WORST_ENDS = 12
 MACRO_CLOCKS = ("RD_CLK", "WR_CLK")
 
 
@@ -62,6 +63,9 @@ class Timing:
     io_path: list                # PathStep of the longest input-to-register or register-to-output path
     per_block_ps: dict           # block -> its cells' share of that path
     cells: int
+    #: [module, ps]: the worst register-to-register path into each module's registers and macros,
+    #: the WORST_ENDS slowest modules, slowest first: what else a faster clock must fix.
+    worst_ends: list = field(default_factory=list)
 
     @property
     def fmax_ghz(self):
@@ -261,6 +265,11 @@ def timing(design):
     if not reg:
         raise NetlistError("no register-to-register path: the design has no flip-flops or macros in a path")
     critical = max(reg)
+    by_module = {}
+    for at, index, _ in reg:
+        module = cells[index][0].removeprefix(f"{design.top}.")
+        by_module[module] = max(by_module.get(module, 0.0), at)
+    worst_ends = sorted(([m, ps] for m, ps in by_module.items()), key=lambda x: -x[1])[:WORST_ENDS]
     io_ends = [("i", e) for e in ends("i") if e[1] is not None] + [("r", e) for e in ends("r") if e[1] is None]
     io_tag, io = max(io_ends, key=lambda x: x[1][0], default=(None, (0.0, None, None)))
     through = max([e for e in ends("i") if e[1] is None], default=(0.0, None, None))
@@ -272,7 +281,7 @@ def timing(design):
     return Timing(critical_ps=critical[0], io_ps=io[0], through_ps=through[0], period_ps=period,
                   limit="register to register" if critical[0] >= 2 * io[0] else "input/output",
                   path=path, io_path=_trace(design, arrival[io_tag], io) if io_tag else [],
-                  per_block_ps=per_block, cells=len(cells))
+                  per_block_ps=per_block, cells=len(cells), worst_ends=worst_ends)
 
 
 def _topological(design, comb):

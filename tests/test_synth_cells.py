@@ -455,6 +455,17 @@ def test_blocks_add_up(results):
     assert t["fmax_ghz"] == pytest.approx(1000 / t["period_ps"])
 
 
+def test_worst_path_into_each_module_starts_with_the_critical_path(results):
+    r = results[8, 4]
+    t = r.timing
+    ends = t["worst_ends"]
+    assert ends[0] == [t["path"][-1]["module"].removeprefix(f"{r.top}."), pytest.approx(t["critical_ps"])]
+    assert [ps for _, ps in ends] == sorted((ps for _, ps in ends), reverse=True)
+    assert 1 < len(ends) == len({m for m, _ in ends}) <= sta.WORST_ENDS
+    assert ends[-1][1] > 0
+    assert f"worst path into each module, slowest first: {ends[0][0]} {ends[0][1]:,.0f} ps" in format_result(r)
+
+
 def test_area_grows_with_L_and_W(results):
     area = {wl: r.total.area for wl, r in results.items()}
     assert area[8, 2] < area[8, 4] < area[16, 4]
@@ -467,7 +478,9 @@ def test_report_text_and_markdown(results):
     r = results[8, 4]
     text = format_result(r)
     for needle in ("LUT array", "whole design", "x 56", "2.51 mm²", "fmax", "2.5 GHz", "55 mW", "fakeram7_64x256",
-                   "16 x 64x16 (2 ports) in LUT array", r.timing["path"][0]["cell"]):
+                   # LUT 0's sub-LUTs take the registered write as a third port.
+                   "12 x 64x16 (2 ports) in LUT array", "4 x 64x16 (3 ports) in LUT array",
+                   r.timing["path"][0]["cell"]):
         assert needle in text, needle
     md = format_markdown(r)
     assert md.startswith("## deca_datapath_w8_l4") and "| LUT array |" in md and "| whole design |" in md

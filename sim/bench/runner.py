@@ -12,7 +12,7 @@ PATH (``deca.toolchain.verilator_env``) are put into ``os.environ`` for the dura
 Testbench parameters reach the cocotb module as JSON in ``$DECA_TB_PARAMS``
 (``deca.sim.bench.cocotb_bus.tb_params`` reads them). Two departures from the runner's defaults: Icarus
 compiles as Verilog-2005 (``ICARUS_GENERATION``), and Verilator's make gets the
-VERILATOR_BUILD_ARGS make flags through $MAKEFLAGS (``_make_flags``).
+VERILATOR_BUILD_ARGS make flags, and TESTBENCH_OPT, through $MAKEFLAGS (``_make_flags``).
 """
 
 import fcntl
@@ -59,13 +59,19 @@ endmodule
 """
 
 
+#: The Verilated model's hot code unoptimized: a cocotb testbench spends its time in Python, and
+#: the W = 32, L = 8 PE then compiles in 82 s on 2 cores instead of about 8 minutes at
+#: verilated.mk's -Os (README, "Verification and debugging with waves").
+TESTBENCH_OPT = ("-MAKEFLAGS", "OPT_FAST=-O0")
+
+
 def _make_flags():
-    """The ``-MAKEFLAGS`` values of VERILATOR_BUILD_ARGS, as $MAKEFLAGS variable definitions.
+    """The ``-MAKEFLAGS`` values of the Verilator build args, as $MAKEFLAGS variable definitions.
 
     They only reach make through ``verilator --build``; the runner runs make itself, and make
     takes the definitions after ``--`` in $MAKEFLAGS as command-line ones.
     """
-    args = list(VERILATOR_BUILD_ARGS)
+    args = [*VERILATOR_BUILD_ARGS, *TESTBENCH_OPT]
     return "-- " + " ".join(value for flag, value in zip(args, args[1:]) if flag == "-MAKEFLAGS")
 
 
@@ -74,7 +80,7 @@ def _build_args(sim, waves):
         return [ICARUS_GENERATION, *(["-s", "deca_waves"] if waves else [])]
     # The runner adds --trace (VCD) with waves; a later --trace-fst switches the format to FST.
     fst = ["--trace-fst"] if waves and verilator_fst() else []
-    return [*(f"-Wno-{w}" for w in BUILD_WAIVERS), *VERILATOR_BUILD_ARGS, *fst]
+    return [*(f"-Wno-{w}" for w in BUILD_WAIVERS), *VERILATOR_BUILD_ARGS, *TESTBENCH_OPT, *fst]
 
 
 def build_dir(sim, top, sources, waves=False, build_root=BUILD_ROOT):
