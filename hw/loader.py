@@ -79,9 +79,11 @@ def request_checks(m, req, mode, addr_bits):
 class Loader(wiring.Component):
     """One TEPL at a time (see the module docstring). ``squash``: drop it, whatever its state, and
     a request accepted in that cycle (neither ``req.ready`` nor the outputs are gated then: whoever
-    drives it takes no line request and no beat, and forgets the request, as the PE does); ``grant``: the PE takes at most one request per cycle. ``fails``:
-    the request fails a check in this cycle (before any of it flows), for ``fail_reason``;
-    ``reason``: the last failure's."""
+    drives it takes no line request and no beat, and forgets the request, as the PE does);
+    ``grant``: the PE takes at most one request per cycle. ``fails``: the request failed a check,
+    announced in this cycle (before any of it flows: the cycle after its acceptance for the
+    metadata, the verdict's for the value length), for ``fail_reason``; ``reason``: the last
+    failure's."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
         self.W, self.L = W, L
@@ -140,8 +142,10 @@ class Loader(wiring.Component):
         with m.If(announce):
             m.d.comb += [self.fails.eq(1), self.fail_reason.eq(reason)]
         with m.If(accept):
-            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)), reason.eq(bad),
+            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)),
                          state.eq(Mux(bad == ErrorReason.NONE, LoaderState.ACTIVE, LoaderState.FAILED))]
+            with m.If(bad != ErrorReason.NONE):
+                m.d.sync += reason.eq(bad)
 
         # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
         # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
