@@ -11,7 +11,7 @@ tile has left its queues:
   next buffer with its first chunk, fills it in order, and its completion frees it. ``chunks`` is
   ready only while the buffer it writes is free: the pipeline stalls behind a tile that has no
   buffer yet, and holds no buffer while a tile is still in flight in it (taking the buffer when the
-  tile entered the pipeline held it PIPELINE_FILL cycles longer, which bounded BF8 at 5% density).
+  tile entered the pipeline held it ``PIPELINE_FILL`` cycles longer with nothing written to it).
   Tiles are written in request order, so the head's tile, once its first chunk is written, is the
   oldest in the ring.
 
@@ -20,9 +20,9 @@ written** (a row is read the cycle after its last chunk), with ``last`` on row 1
 request completes with one error beat instead. The buffer memory reads synchronously, as an SRAM
 macro does: its read register is the ``resp`` register, loaded when ``resp`` is empty or taken
 (``done``: the record and the buffer are freed as the last beat is loaded). No row of a request
-can leave before its verdict: a request fails only before any of it flows, and a later tile starts
-only after the failed request's skip beat passed the vOp selector, a cycle after its record was
-marked.
+can leave before its verdict: a request fails only before any of it flows, its record is marked in
+the cycle after the failure is announced, and a later tile's first chunk comes ``PIPELINE_FILL``
+cycles after its first vOp, which passes the vOp selector only after the failed request's skip beat.
 """
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal
