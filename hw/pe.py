@@ -14,9 +14,9 @@ still drains into the pipeline (the paper's loader holds one tile, from its meta
 beat). Every accepted request gets one entry in each order FIFO, which the pipeline's three input
 selectors follow, and a record in TOut, whose completions go out in request order. A context takes
 its next request once its tile has left its queues; a tile takes a TOut buffer with its first chunk
-out of the pipeline, and gives it back with its last completion row. A squash resets the contexts' state, the
-order FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entries (stale) until the
-aborted lines come back, and the prefetcher and registers are untouched.
+out of the pipeline, and gives it back with its last completion row. A squash resets the contexts'
+state, the order FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entries
+(stale) until the aborted lines come back, and the prefetcher and registers are untouched.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal

@@ -162,7 +162,7 @@ def cells_lines(result, whole_path=False):
              f"end {path[-1]['cell']} in {path[-1]['block']} ({path[-1]['module']}); {n} cells:"]
     lines += ["    " + (_step(s) if s else f"... {n - 2 * PATH_ENDS} cells ...") for s in shown]
     lines.append("  worst path into each module, slowest first: "
-                 + ", ".join(f"{m or '(top)'} {ps:,.0f} ps" for m, ps in t["worst_ends"]))
+                 + ", ".join(f"{m} {ps:,.0f} ps" for m, ps in t["worst_ends"]))
     io = t["io_path"]
     if io:
         lines.append(f"  longest input/output path: {len(io)} steps from {io[0]['cell']} ({io[0]['block']}, "

@@ -38,8 +38,9 @@ TREE_LOAD_FRACTION = 0.25
 MACRO = "$mem_v2"
 #: Ports of Yosys's $mem_v2 cell, by role in a macro.
 MACRO_OUTPUTS = ("RD_DATA",)
-WORST_ENDS = 12
 MACRO_CLOCKS = ("RD_CLK", "WR_CLK")
+#: Modules listed in ``Timing.worst_ends``.
+WORST_ENDS = 12
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Timing:
     cells: int
     #: [module, ps]: the worst register-to-register path into each module's registers and macros,
     #: the WORST_ENDS slowest modules, slowest first: what else a faster clock must fix.
-    worst_ends: list = field(default_factory=list)
+    worst_ends: list
 
     @property
     def fmax_ghz(self):
