@@ -2,30 +2,51 @@
 of carries (two gates per bit) and a sum of many rows into a chain of such adds. Here: a Sklansky
 parallel-prefix carry network, and carry-save sums of several operands."""
 
-from amaranth.hdl import Cat, Const, Signal, Value
+import weakref
+
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal, Value
+
+
+class _FastAdd(Elaboratable):
+    def __init__(self, a, b, carry_in):
+        self.a, self.b, self.carry_in = a, b, carry_in
+        self.sum = Signal(len(a) + 1)
+
+    def elaborate(self, platform):
+        m = Module()
+        a, b, width = self.a, self.b, len(self.a)
+        # Position 0 is the carry in; position i + 1 is bit i.
+        gen, prop = Cat(Value.cast(self.carry_in)[0], a & b), Cat(Const(0), a ^ b)
+        step = 1
+        while step <= width:
+            # At this level position i takes in the group that ends just below its own block of ``step``.
+            takes = [(i // step) % 2 == 1 for i in range(width + 1)]
+            below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
+            mask = Const(int("".join("1" if t else "0" for t in reversed(takes)), 2), width + 1)
+            g, q = Signal(width + 1, attrs={"keep": 1}), Signal(width + 1, attrs={"keep": 1})
+            m.d.comb += [g.eq(gen | prop & Cat(*(gen[j] for j in below)) & mask),
+                         q.eq(prop & (Cat(*(prop[j] for j in below)) | ~mask))]
+            gen, prop = g, q
+            step *= 2
+        m.d.comb += self.sum.eq(Cat((a ^ b) ^ gen[:width], gen[width]))
+        return m
 
 
 def fast_add(m, a, b, carry_in=0):
     """a + b + carry_in, unsigned, one bit wider than the wider operand, through a Sklansky
     parallel-prefix carry network (log2 levels). Each level's generate and propagate bits are kept
-    signals: otherwise logic optimization folds them back into a ripple chain, two gates per bit."""
+    signals: otherwise logic optimization folds them back into a ripple chain, two gates per bit.
+    The adder is a submodule of ``m``, so that it may be used inside an ``If``: comb statements
+    there would take the condition into every level of the carry network."""
     a, b = Value.cast(a).as_unsigned(), Value.cast(b).as_unsigned()
     width = max(len(a), len(b))
-    a, b = Cat(a, Const(0, width - len(a))), Cat(b, Const(0, width - len(b)))
-    # Position 0 is the carry in; position i + 1 is bit i.
-    gen, prop = Cat(Value.cast(carry_in)[0], a & b), Cat(Const(0), a ^ b)
-    step = 1
-    while step <= width:
-        # At this level position i takes in the group that ends just below its own block of ``step``.
-        takes = [(i // step) % 2 == 1 for i in range(width + 1)]
-        below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
-        mask = Const(int("".join("1" if t else "0" for t in reversed(takes)), 2), width + 1)
-        g, q = Signal(width + 1, attrs={"keep": 1}), Signal(width + 1, attrs={"keep": 1})
-        m.d.comb += [g.eq(gen | prop & Cat(*(gen[j] for j in below)) & mask),
-                     q.eq(prop & (Cat(*(prop[j] for j in below)) | ~mask))]
-        gen, prop = g, q
-        step *= 2
-    return Cat((a ^ b) ^ gen[:width], gen[width])
+    adder = _FastAdd(Cat(a, Const(0, width - len(a))), Cat(b, Const(0, width - len(b))), carry_in)
+    _adders[m] = _adders.get(m, 0) + 1
+    m.submodules[f"add{_adders[m] - 1}"] = adder
+    return adder.sum
+
+
+_adders = weakref.WeakKeyDictionary()  # fast adds in each module so far, for their names
 
 
 def carry_save(rows, width):

@@ -1,10 +1,11 @@
 """The control registers (paper, section 5.1): configuration, LUT access, status, error record and
 performance counters, decoded from the table in ``registers``."""
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import fast_add
 from .layouts import ConfigSignature, ErrorReason
 from .registers import ADDR_BITS, COUNTERS, DATA_BITS
 
@@ -50,7 +51,12 @@ class Control(wiring.Component):
         scale_format, scale_group = reg("CONFIG", "SCALE_FORMAT"), reg("CONFIG", "SCALE_GROUP")
         degree, lut_index = reg("PREFETCH", "DEGREE"), reg("LUT_INDEX", "INDEX")
         error = Signal(self.error.shape())
+        # A counter counts its event of the cycle before (``counted``), so that late events (the
+        # pipeline's bubble) do not reach its adder; reads show the count with that event.
         counters = [Signal(32, name=f"count_{name.lower()}") for name, _ in COUNTERS]
+        counted = Signal(len(COUNTERS))
+        following = [fast_add(m, counter, 0, 1)[:32] for counter in counters]
+        shown = [Mux(counted[i], following[i], counter) for i, counter in enumerate(counters)]
         storage = {
             ("CONFIG", "Q"): q, ("CONFIG", "SPARSE"): sparse, ("CONFIG", "SCALE_FORMAT"): scale_format,
             ("CONFIG", "SCALE_GROUP"): scale_group, ("PREFETCH", "DEGREE"): degree, ("LUT_INDEX", "INDEX"): lut_index,
@@ -58,7 +64,7 @@ class Control(wiring.Component):
             ("STATUS", "LOADERS"): self.status[1:], ("ERROR", "VALID"): error.en, ("ERROR", "REASON"): error.reason,
             ("ERROR", "ID"): error.id,
         }
-        storage.update({(name, "COUNT"): counters[i] for i, (name, _) in enumerate(COUNTERS)})
+        storage.update({(name, "COUNT"): shown[i] for i, (name, _) in enumerate(COUNTERS)})
 
         m.d.comb += [
             self.cfg.q.eq(q), self.cfg.sparse.eq(sparse), self.degree.eq(degree),
@@ -106,10 +112,12 @@ class Control(wiring.Component):
         with m.Elif(written("ERROR")):
             m.d.sync += error.eq(0)
 
+        # A clear drops the events of its own cycle and the one pending.
         clear = written("CONTROL") & field_bits("CONTROL", "CLEAR_COUNTERS")
+        m.d.sync += counted.eq(Mux(clear, 0, self.events))
         for i, counter in enumerate(counters):
             with m.If(clear):
                 m.d.sync += counter.eq(0)
-            with m.Elif(self.events[i]):
-                m.d.sync += counter.eq(counter + 1)
+            with m.Elif(counted[i]):
+                m.d.sync += counter.eq(following[i])
         return m

@@ -141,6 +141,11 @@ class DequantStage(wiring.Component):
             return (Cat(moved[:3] & ~Mux(pad, 7, 0), moved[3:]),
                     Cat(after_margin[:3] & ~Mux(pad, 7, 0), after_margin[3:]))
 
+        # Built outside the ``If``s below: comb statements inside them would take their conditions in.
+        first_after = Cat(*after(plan.first_bits, plan.single & plan.last))
+        next_after = Cat(*after(Mux(penult, head.last_bits, full), penult & head.last))
+        margin_added = fast_add(m, margin, unpacker.added)
+
         with m.If(vops.o.ready):
             m.d.sync += [
                 plan_valid.eq(vops.o.valid),
@@ -155,15 +160,15 @@ class DequantStage(wiring.Component):
             m.d.sync += [
                 head.last.eq(plan.last), head.left.eq(plan.left), head.last_bits.eq(plan.last_bits), head.k.eq(0),
                 final.eq(plan.single), penult.eq(plan.left == 1),
-                Cat(end, margin).eq(Cat(*after(plan.first_bits, plan.single & plan.last))),
+                Cat(end, margin).eq(first_after),
             ]
         with m.Elif(go & ~final):
             m.d.sync += [
                 head.left.eq(head.left - 1), head.k.eq(head.k + 1), final.eq(penult), penult.eq(head.left == 2),
-                Cat(end, margin).eq(Cat(*after(Mux(penult, head.last_bits, full), penult & head.last))),
+                Cat(end, margin).eq(next_after),
             ]
         with m.Else():
-            m.d.sync += margin.eq(fast_add(m, margin, unpacker.added))
+            m.d.sync += margin.eq(margin_added)
 
         # The rest of a vOp (mask and expansion indices) waits in a queue from its handshake to its
         # SD write, off the issue loop's registers. The stage holds at most seven vOps: two in the

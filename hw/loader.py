@@ -33,14 +33,15 @@ from .stages import RegisterSlice
 from .tags import TagTable
 
 
-#: Registered steps of the value-length check: the mask's ones in three, then the compare.
-CHECK_STEPS = 4
+#: Registered steps of the value-length check: the mask's ones in three, their bits, the compare.
+CHECK_STEPS = 5
 
 
 class LoaderState(enum.Enum, shape=2):
     IDLE = 0  #: takes a request
     ACTIVE = 1  #: fetching and feeding the pipeline
     FAILED = 2  #: the request failed a check; hands out its skip beats
+    CHECKING = 3  #: the cycle after the acceptance: the checks' verdict
 
 
 def framed(layout):
@@ -62,14 +63,22 @@ def scale_stream_len(scale_format, scale_group):
     return Mux(scale_format == ScaleFormat.NONE, 0, Mux(scale_format == ScaleFormat.BF16, 2 * scales, scales))
 
 
+def _wraps(m, addr, length, addr_bits):
+    """addr + length - 1 carries out of the address bits: the bits above the length's are all ones
+    and the low ones plus the length exceed 2^k (k bits of length). One k-bit parallel-prefix add:
+    a full-width one, or a ripple carry, would be the request's longest path."""
+    k = len(length)
+    low = fast_add(m, addr[:k], length)
+    high = addr[k:addr_bits].all() if addr_bits > k else 1
+    return (length != 0) & high & low[k] & low[:k].any()
+
+
 def request_checks(m, req, mode, addr_bits):
     """(ErrorReason, failing) of the request's metadata against ``mode``, in code order: the first
-    failing one is the request's reason. A stream wraps when address + length - 1 carries out of
-    the address bits (a parallel-prefix add: a ripple carry would be the request's longest path)."""
+    failing one is the request's reason."""
     return [
         (ErrorReason.CONFIG, ~Cat(mode.q == q for q in Q_BITS).any()),
-        (ErrorReason.ADDR_WRAP, Cat((n != 0) & fast_add(m, a, (n - 1)[:len(n)])[addr_bits]
-                                    for a, n in stream_fields(req).values()).any()),
+        (ErrorReason.ADDR_WRAP, Cat(_wraps(m, a, n, addr_bits) for a, n in stream_fields(req).values()).any()),
         (ErrorReason.MASK_LEN, req.mask_len != Mux(mode.sparse, MASK_BYTES, 0)),
         (ErrorReason.SCALE_LEN, req.scale_len != scale_stream_len(mode.scale_format, mode.scale_group)),
         (ErrorReason.VALUE_LEN, ~mode.sparse & (req.val_len != mode.q * LINE_BYTES)),
@@ -126,26 +135,30 @@ class Loader(wiring.Component):
             m.d.sync += [state.eq(LoaderState.FAILED), reason.eq(why)]
             m.d.comb += [self.fails.eq(1), self.fail_reason.eq(why)]
 
-        # A request starts the queues' streams and is checked against the configuration: the first
-        # failing check decides FAILED at once, but is announced (``fails``) from a register in the
-        # next cycle, so that the request's adds stay off the paths into TOut's records.
+        # A request is checked against the configuration in two steps: each check's outcome is
+        # registered at its acceptance (``failing``), and in the next cycle (CHECKING) the first
+        # failing one decides FAILED or ACTIVE and is announced (``fails``). The queues start their
+        # streams in that cycle too, from the registered request, so that neither the request's adds
+        # nor the acceptance's fanout make a long path.
         m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant)
         accept = self.req.valid & self.req.ready
-        for s, (addr, length) in stream_fields(self.req.payload).items():
-            m.d.comb += [queues[s].start.eq(accept), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
+        started = Signal()
+        m.d.sync += started.eq(accept)
+        for s, (addr, length) in stream_fields(meta).items():
+            m.d.comb += [queues[s].start.eq(started), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
+        checks = request_checks(m, self.req.payload, self.mode, self.addr_bits)
+        failing = Signal(len(checks))
         bad = Signal(ErrorReason)
-        for why, failing in reversed(request_checks(m, self.req.payload, self.mode, self.addr_bits)):
-            with m.If(failing):
+        for k, (why, _) in reversed(list(enumerate(checks))):
+            with m.If(failing[k]):
                 m.d.comb += bad.eq(why)
-        announce = Signal()
-        m.d.sync += announce.eq(accept & (bad != ErrorReason.NONE))
-        with m.If(announce):
-            m.d.comb += [self.fails.eq(1), self.fail_reason.eq(reason)]
         with m.If(accept):
-            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)),
-                         state.eq(Mux(bad == ErrorReason.NONE, LoaderState.ACTIVE, LoaderState.FAILED))]
+            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)), state.eq(LoaderState.CHECKING),
+                         failing.eq(Cat(check for _, check in checks))]
+        with m.If(state == LoaderState.CHECKING):
+            m.d.sync += state.eq(LoaderState.ACTIVE)
             with m.If(bad != ErrorReason.NONE):
-                m.d.sync += reason.eq(bad)
+                fail(bad)
 
         # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
         # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
@@ -165,16 +178,18 @@ class Loader(wiring.Component):
             window.tiles.payload.mask.eq(mask_q.beats.payload.data),
             mask_q.beats.ready.eq(active & window.tiles.ready),
         ]
+        # One scale beat per tile: its slice needs no skid register.
+        outs = {name: self._output_slice(m, name, skid=name != "scales") for name in ("vops", "values", "scales")}
         handed = self._frame_outputs(m, state == LoaderState.FAILED, owed, [
-            (self.vops, window.vops, window.vops.payload.last, flowing),
-            (self.values, sqq.beats, sqq.beats.payload.last, flowing),
-            (self.scales, scale_q.beats, 1, flowing & scaling),
+            (outs["vops"], window.vops, window.vops.payload.last, flowing),
+            (outs["values"], sqq.beats, sqq.beats.payload.last, flowing),
+            (outs["scales"], scale_q.beats, 1, flowing & scaling),
         ])
         m.d.comb += [
-            self.vops.payload.data.eq(window.vops.payload),
-            self.values.payload.data.data.eq(sqq.beats.payload.data),
-            self.values.payload.data.nbytes.eq(sqq.beats.payload.nbytes),
-            self.scales.payload.data.data.eq(scale_q.beats.payload.data),
+            outs["vops"].payload.data.eq(window.vops.payload),
+            outs["values"].payload.data.data.eq(sqq.beats.payload.data),
+            outs["values"].payload.data.nbytes.eq(sqq.beats.payload.nbytes),
+            outs["scales"].payload.data.data.eq(scale_q.beats.payload.data),
         ]
         # Without scaling the scale queue's one empty beat per tile goes nowhere.
         with m.If(active & ~scaling):
@@ -185,10 +200,12 @@ class Loader(wiring.Component):
         return m
 
     def _issue_lines(self, m, tags, sqq, accept, active):
-        """Line requests: the first stream (in Stream order) with lines left and room for the next.
-        The request registers each stream's line count and next line address, so that a line's
-        issue compares and selects registers; it leaves through a register slice, which is not
-        squashed: its tag is taken, and the tag table waits for the response (stale)."""
+        """Line requests: the first stream (in Stream order) with lines left and room for the next,
+        in two steps. The pick takes the next line into a candidate register (stream, index, line
+        address) and steps that stream's counters; the candidate takes a tag and enters a register
+        slice when one is free. So the pick compares registers and the tag's allocation follows
+        registers. The slice is not squashed: its tag is taken, and the tag table waits for the
+        response (stale). A candidate is dropped when the tile stops being ACTIVE."""
         fields = stream_fields(self.req.payload)
         issued = Array(Signal(LINE_INDEX_BITS + 1, name=f"issued_{s.name.lower()}") for s in Stream)
         lines = Array(Signal(LINE_INDEX_BITS + 1, name=f"lines_{s.name.lower()}") for s in Stream)
@@ -203,21 +220,29 @@ class Loader(wiring.Component):
         for s in reversed(Stream):
             with m.If(issued[s.value] != lines[s.value]):
                 m.d.comb += [pick.eq(s), pending.eq(1)]
+
+        candidate = Signal(data.StructLayout({"stream": Stream, "index": LINE_INDEX_BITS, "line": self.addr_bits - 6}))
+        candidate_valid = Signal()
         m.submodules.line_req_reg = reg = RegisterSlice(self.line_req.payload.shape())
         wiring.connect(m, reg.o, wiring.flipped(self.line_req))
-        room = Mux(pick == Stream.VALUE, sqq.room, 1)
         m.d.comb += [
-            reg.i.valid.eq(active & pending & room & tags.free),
-            reg.i.payload.addr.eq(Cat(C(0, 6), next_line[which])),
+            reg.i.valid.eq(active & candidate_valid & tags.free),
+            reg.i.payload.addr.eq(Cat(C(0, 6), candidate.line)),
             reg.i.payload.tag.eq(tags.tag),
             tags.alloc.eq(reg.i.valid & reg.i.ready),
-            tags.alloc_line.stream.eq(pick),
-            tags.alloc_line.index.eq(issued[which]),
+            tags.alloc_line.stream.eq(candidate.stream),
+            tags.alloc_line.index.eq(candidate.index),
         ]
-        for s in Stream:  # each stream's counters step on their own: the pick only enables them
-            with m.If(tags.alloc & (pick == s)):
-                m.d.sync += [issued[s.value].eq(issued[s.value] + 1),
-                             next_line[s.value].eq(fast_add(m, next_line[s.value], 0, 1)[:self.addr_bits - 6])]
+        picked = active & pending & Mux(pick == Stream.VALUE, sqq.room, 1)
+        with m.If(~candidate_valid | tags.alloc):
+            m.d.sync += [candidate_valid.eq(picked), candidate.stream.eq(pick), candidate.index.eq(issued[which]),
+                         candidate.line.eq(next_line[which])]
+            for s in Stream:  # each stream's counters step on their own: the pick only enables them
+                with m.If(picked & (pick == s)):
+                    m.d.sync += [issued[s.value].eq(issued[s.value] + 1),
+                                 next_line[s.value].eq(fast_add(m, next_line[s.value], 0, 1)[:self.addr_bits - 6])]
+        with m.If(~active):
+            m.d.sync += candidate_valid.eq(0)
 
     def _route_responses(self, m, tags, queues):
         """Responses go to the queue of their stream, unless their tile was aborted."""
@@ -234,8 +259,8 @@ class Loader(wiring.Component):
         """Sparse mode: the value stream must be ceil(ones * Q / 8) bytes; count the mask's ones,
         then compare, before anything flows. The mask beat is taken into the count when it comes
         (the window unit may take it then too); the count takes three registered steps (bytes,
-        64-bit words, the mask) and the compare a fourth (CHECK_STEPS). Returns ``checked``: the
-        streams may flow."""
+        64-bit words, the mask), the bits a fourth and the compare a fifth (CHECK_STEPS). Returns
+        ``checked``: the streams may flow."""
         checked = Signal()
         step = Signal(range(CHECK_STEPS + 1))  # cycles since the mask beat came
         mask = mask_q.beats.payload.data
@@ -249,8 +274,8 @@ class Loader(wiring.Component):
             else:
                 m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
             sums = regs
-        matches = Signal()
-        m.d.sync += matches.eq((sums[0] * self.mode.q + 7) // 8 == meta.val_len)
+        bits, matches = Signal(len(sums[0]) + len(self.mode.q)), Signal()
+        m.d.sync += [bits.eq(sums[0] * self.mode.q), matches.eq((bits + 7) // 8 == meta.val_len)]
         with m.If(accept):
             m.d.sync += [checked.eq(~self.mode.sparse), step.eq(0)]
         with m.If(active & ~checked & (mask_q.beats.valid | (step != 0))):
@@ -262,9 +287,20 @@ class Loader(wiring.Component):
                 fail(ErrorReason.VALUE_LEN)
         return checked
 
+    def _output_slice(self, m, name, skid):
+        """The output ``name`` leaves through a register slice, so that the pipeline's selectors'
+        ``ready`` stops at a flip-flop instead of reaching the window unit and the queues' read
+        stages. Returns the slice's input."""
+        port = getattr(self, name)
+        slice_ = RegisterSlice(port.payload.shape(), skid=skid)
+        m.submodules[f"{name}_slice"] = slice_ = ResetInserter(self.squash)(slice_)
+        wiring.connect(m, slice_.o, wiring.flipped(port))
+        return slice_.i
+
     def _frame_outputs(self, m, failed, owed, sources):
-        """The framed outputs: the tile's beats (gated) while ACTIVE, one skip beat each once FAILED.
-        Returns ``handed``: per stream, its last (or skip) beat is taken in this cycle."""
+        """The framed outputs (into their slices): the tile's beats (gated) while ACTIVE, one skip
+        beat each once FAILED. Returns ``handed``: per stream, its last (or skip) beat is taken in
+        this cycle (a slice may then hold it with the next tile's first beats)."""
         handed = Signal(len(sources))
         for i, (out, src, last, gate) in enumerate(sources):
             with m.If(failed):

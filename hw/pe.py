@@ -144,8 +144,10 @@ class PE(wiring.Component):
             m.d.comb += [getattr(loader.mode, name).eq(getattr(regs.cfg, name)) for name in MODE_MEMBERS]
 
         def order_fifo(name):
-            # One entry per busy context at most: a context is idle once its last beats left the selectors.
-            q = fifo.SyncFIFO(width=(len(loaders) - 1).bit_length(), depth=len(loaders))
+            # One entry per TOut record at most: a request holds its record until it is completed,
+            # after its last beats left the selectors. The head is a register (buffered), so that
+            # the selectors' choice starts at a flip-flop.
+            q = fifo.SyncFIFOBuffered(width=(len(loaders) - 1).bit_length(), depth=tout.slots)
             m.submodules[name] = ResetInserter(squash)(q)
             return q
 
@@ -161,9 +163,11 @@ class PE(wiring.Component):
     def _requests(self, m, loaders, per_port, orders, regs, tout):
         """The ports feed one request register, a request a cycle (the lowest port wins a tie); a
         port is ready while its loader has an idle context that the held request does not claim. The
-        held request moves to the first idle context of its loader once TOut has a record free. Every
-        request moved enters the order FIFOs (the scale one only when scaling) and TOut's records; a
-        context's failure marks the record of its request. Returns: a request is held.
+        held request moves to the first idle context of its loader once TOut has a record free: as
+        contexts only become idle while it waits, one is there, so the move is the acceptance, and
+        what it enters (the order FIFOs, the scale one only when scaling, TOut's records, the
+        prefetcher) follows flip-flops. A context's failure marks the record of its request.
+        Returns: a request is held.
 
         So ``ready`` comes from flip-flops, but for the tie: a lower port's ``valid`` clears a higher
         port's ``ready`` in the same cycle (one gate), and ``squash`` clears every ``ready``. A
@@ -175,6 +179,7 @@ class PE(wiring.Component):
         held_req = Signal.like(self.tepl_req[0].payload)
         move = Signal()
         m.d.comb += move.eq(held & tout.room)
+        which = Signal(range(len(loaders)))  # the context the held request moves to
         taken_before = Const(0)
         with m.If(squash | move):
             m.d.sync += held.eq(0)
@@ -186,35 +191,37 @@ class PE(wiring.Component):
                 m.d.sync += [held.eq(1), held_port.eq(p), held_req.eq(port.payload)]
             taken_before = taken_before | port.valid
             for c, loader in enumerate(contexts):
+                first_idle = ~Cat(idle[:c]).any()
                 m.d.comb += [
                     loader.req.valid.eq(move & (held_port == p)),
                     loader.req.payload.eq(held_req),
                     loader.squash.eq(squash),
-                    loader.grant.eq(~Cat(idle[:c]).any()),
+                    loader.grant.eq(first_idle),
                 ]
-        accepted = Cat(ld.req.valid & ld.req.ready for ld in loaders)
-        which = Signal(range(len(loaders)))
-        for i in range(len(loaders)):
-            with m.If(accepted[i]):
-                m.d.comb += which.eq(i)
+                with m.If((held_port == p) & idle[c] & first_idle):
+                    m.d.comb += which.eq(p * TILES_PER_LOADER + c)
         scaling = regs.cfg.scale_format != ScaleFormat.NONE
         for name in ("vop", "value", "scale"):
-            entry = accepted.any() & scaling if name == "scale" else accepted.any()
+            entry = move & scaling if name == "scale" else move
             m.d.comb += [orders[name].w_en.eq(entry), orders[name].w_data.eq(which)]
-        m.d.comb += [tout.accept.eq(accepted.any()), tout.accept_id.eq(Array(ld.req.payload.id for ld in loaders)[which])]
+        m.d.comb += [tout.accept.eq(move), tout.accept_id.eq(held_req.id)]
         for i, loader in enumerate(loaders):
             slot = Signal(range(tout.slots), name=f"slot{i}")  # TOut's record of the loader's request
-            with m.If(accepted[i]):
+            accepted = move & (which == i)
+            with m.If(accepted):
                 m.d.sync += slot.eq(tout.slot)
             m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.fail_reason),
-                         tout.fails[i].slot.eq(Mux(accepted[i], tout.slot, slot))]
+                         tout.fails[i].slot.eq(Mux(accepted, tout.slot, slot))]
         m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
         m.d.comb += [
-            prefetcher.observe.eq(accepted.any() & ~squash),
-            prefetcher.request.eq(Array(ld.req.payload for ld in loaders)[which]),
+            prefetcher.observe.eq(move & ~squash),
+            prefetcher.request.eq(held_req),
             prefetcher.degree.eq(regs.degree),
         ]
-        wiring.connect(m, prefetcher.pf, wiring.flipped(self.pf_req))
+        # Prefetches leave from a register, as the other outputs do (a squash leaves them alone).
+        m.submodules.pf_req_reg = pf_req = RegisterSlice(self.pf_req.payload.shape())
+        wiring.connect(m, prefetcher.pf, pf_req.i)
+        wiring.connect(m, pf_req.o, wiring.flipped(self.pf_req))
         return held
 
     def _pipeline_inputs(self, m, loaders, orders, pipeline):
@@ -228,8 +235,10 @@ class PE(wiring.Component):
             for i, loader in enumerate(loaders):
                 wiring.connect(m, getattr(loader, name), mux.ins[i])
             # A register between the selectors and the pipeline, so that neither the order FIFOs'
-            # selection nor the pipeline's ready reaches across in one cycle.
-            m.submodules[f"{name}_reg"] = slice_ = ResetInserter(self.squash)(RegisterSlice(layout))
+            # selection nor the pipeline's ready reaches across in one cycle (one scale beat per
+            # tile: its register needs no skid, and then the ready enables no data register).
+            slice_ = RegisterSlice(layout, skid=name != "scales")
+            m.submodules[f"{name}_reg"] = slice_ = ResetInserter(self.squash)(slice_)
             wiring.connect(m, mux.out, slice_.i)
             wiring.connect(m, slice_.o, getattr(pipeline, name))
 

@@ -17,8 +17,8 @@ arrived, where it lies) by reading its row (the read port's register is stage 1;
 is read from its register then); the beat's bytes enter the output register (stage 2), which
 ``beats`` presents. So a line written in cycle t lets out the first beat it completes in cycle
 t + 5 at the earliest (t + 1 with combinational reads and writes), and beats follow one per cycle;
-``beats.ready`` only enables the two read stages. ``room`` is registered from the read position a
-cycle late, which only holds a request back a cycle. ``start`` drops what is in the pipeline,
+``beats.ready`` only enables the two read stages. ``room`` is registered from the read position
+two cycles late, which only holds a request back that long. ``start`` drops what is in the pipeline,
 including a line written in its own cycle.
 """
 
@@ -145,7 +145,15 @@ class LineQueue(wiring.Component):
         m.d.sync += [free_lines.eq(free // LINE_BYTES), fits.eq(length <= free)]
         with m.If(self.start):
             m.d.sync += [free_lines.eq(self.rows * R // LINE_BYTES), fits.eq(self.length <= self.rows * R)]
-        m.d.comb += self.room.eq((self.issue_index < free_lines) | fits)
+        # The compare is registered too, for the issue index and the one after it: the index steps
+        # by at most one a cycle, so its low bit tells which applies (after ``start`` both hold: a
+        # queue has at least two lines).
+        room_at, room_after, index_bit = Signal(init=1), Signal(init=1), Signal()
+        m.d.sync += [room_at.eq(self.issue_index < free_lines), room_after.eq(self.issue_index + 1 < free_lines),
+                     index_bit.eq(self.issue_index[0])]
+        with m.If(self.start):
+            m.d.sync += [room_at.eq(1), room_after.eq(1)]
+        m.d.comb += self.room.eq(Mux(self.issue_index[0] == index_bit, room_at, room_after) | fits)
         return m
 
     def _realign(self, m, offset, shift0, first_mask, last_mask, last_line, valid, line):

@@ -27,14 +27,23 @@ class RegisterSlice(wiring.Component):
     cycle, one cycle of latency.
 
     A beat that arrives while the output stalls waits in the skid register, and ``i.ready`` falls
-    until the output register takes it.
+    until the output register takes it. With ``skid=False`` there is no skid register: ``i.ready``
+    is ``~o.valid``, a beat every other cycle for half the flip-flops.
     """
 
-    def __init__(self, layout):
+    def __init__(self, layout, *, skid=True):
+        self.skid = skid
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
 
     def elaborate(self, platform):
         m = Module()
+        if not self.skid:
+            m.d.comb += self.i.ready.eq(~self.o.valid)
+            with m.If(self.o.ready):
+                m.d.sync += self.o.valid.eq(0)
+            with m.If(self.i.valid & ~self.o.valid):
+                m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(self.i.payload)]
+            return m
         skid = Signal.like(self.i.payload)
         skid_valid = Signal()
         m.d.comb += self.i.ready.eq(~skid_valid)

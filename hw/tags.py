@@ -6,7 +6,7 @@ or error) leaves its entries ``stale``: they stay allocated until their response
 then dropped, so a tag is never reused while a response for it may still come.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -49,17 +49,25 @@ class TagTable(wiring.Component):
                 m.d.comb += self.tag.eq(i)
         m.d.comb += [self.free.eq(~busy.all()), self.outstanding.eq(busy.any())]
 
+        # An entry's line is written the cycle after it is taken (``alloc`` and ``alloc_line`` wait
+        # for the loader's pick: registered first, they reach one register each, not every entry's);
+        # a lookup in that cycle reads it from that register.
+        taken = Signal(self.entries)
+        line_d, taken_d = Signal(line_layout()), Signal(self.entries)
+        m.d.sync += [line_d.eq(self.alloc_line), taken_d.eq(taken)]
         with m.Switch(self.lookup_tag):
             for i in range(self.entries):
                 with m.Case(i):
-                    m.d.comb += [self.line.eq(lines[i]), self.stale.eq(stale[i])]
+                    m.d.comb += [self.line.eq(Mux(taken_d[i], line_d, lines[i])), self.stale.eq(stale[i])]
 
         for i in range(self.entries):
-            taken = self.alloc & (self.tag == i)
+            m.d.comb += taken[i].eq(self.alloc & ~busy[i] & (busy[:i].all() if i else 1))  # entry i is ``tag``
             returned = self.lookup & (self.lookup_tag == i)
-            with m.If(taken):
+            with m.If(taken_d[i]):
+                m.d.sync += lines[i].eq(line_d)
+            with m.If(taken[i]):
                 # Taken in an abort's cycle, it belongs to the aborted tile.
-                m.d.sync += [busy[i].eq(1), stale[i].eq(self.discard), lines[i].eq(self.alloc_line)]
+                m.d.sync += [busy[i].eq(1), stale[i].eq(self.discard)]
             with m.Elif(returned):
                 m.d.sync += [busy[i].eq(0), stale[i].eq(0)]
             with m.Elif(self.discard):

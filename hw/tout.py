@@ -91,7 +91,11 @@ class TOut(wiring.Component):
         tail, first = Signal(range(n)), Signal(range(n))
         count = Signal(range(n + 1))
         in_use = count != 0
-        m.d.comb += [self.room.eq(count < n), self.slot.eq(tail), self.busy.eq(in_use | self.resp.valid),
+        # ``room`` is a register, so that the PE's request move starts at a flip-flop.
+        room = Signal(init=1)
+        counted = count + self.accept - self.done
+        m.d.sync += [count.eq(counted), room.eq(counted < n)]
+        m.d.comb += [self.room.eq(room), self.slot.eq(tail), self.busy.eq(in_use | self.resp.valid),
                      self.head.eq(records[first])]
         with m.If(self.accept):
             m.d.sync += [records[tail].id.eq(self.accept_id), records[tail].failed.eq(0),
@@ -101,7 +105,6 @@ class TOut(wiring.Component):
                 m.d.sync += [records[fail.slot].failed.eq(1), records[fail.slot].reason.eq(fail.reason)]
         with m.If(self.done):
             m.d.sync += first.eq(self._advance(first, n))
-        m.d.sync += count.eq(count + self.accept - self.done)
         return self.done & ~self.head.failed, in_use
 
     def _buffers(self, m, delivered):
@@ -118,20 +121,22 @@ class TOut(wiring.Component):
         wp = mem.write_port(granularity=chunk_bits) if per_row > 1 else mem.write_port()
         c = self.chunks.payload
         fire = self.chunks.valid & self.chunks.ready
+        # ``chunks.ready`` (the buffer ``wb`` is not full) is a register: it stalls the whole
+        # scaling stage, whose enables are a wide tree already.
+        accepting = Signal(init=1)
         m.d.comb += [
-            self.chunks.ready.eq(~full.bit_select(wb, 1)),
+            self.chunks.ready.eq(accepting),
             wp.addr.eq(wb * rows + chunk // per_row),
             wp.data.eq(c.data.as_value().replicate(per_row)),
             wp.en.eq(Mux(fire, Const(1, per_row) << (chunk % per_row), 0) if per_row > 1 else fire),
         ]
         with m.If(fire):
             m.d.sync += chunk.eq(Mux(c.last, 0, chunk + 1))
-            with m.If(c.last):
-                m.d.sync += wb.eq(self._advance(wb, n))
         with m.If(delivered):
             m.d.sync += rb.eq(self._advance(rb, n))
-        m.d.sync += full.eq((full | Mux(fire & c.last, Const(1, n) << wb, 0))
-                            & ~Mux(delivered, Const(1, n) << rb, 0))
+        next_wb = Mux(fire & c.last, self._advance(wb, n), wb)
+        next_full = (full | Mux(fire & c.last, Const(1, n) << wb, 0)) & ~Mux(delivered, Const(1, n) << rb, 0)
+        m.d.sync += [wb.eq(next_wb), full.eq(next_full), accepting.eq(~next_full.bit_select(next_wb, 1))]
         return mem, wb, rb, chunk, full
 
     def _rows(self, m, mem, wb, rb, chunk, full, in_use):

@@ -161,7 +161,7 @@ class Harness:
         """
         watchdog = watchdog or WATCHDOG_CYCLES + self.memory.max_latency
         stop = None if max_cycles is None else self.cycle + max_cycles
-        finished = False
+        finished = squash_before = False
         while not finished:
             cycle = self.cycle
             if cycle - self.last_handshake > watchdog:
@@ -183,7 +183,11 @@ class Harness:
             handshake |= self.memory_ports.observe(out, cycle)
             if handshake:
                 self.last_handshake = cycle
-            finished = self.core.done and not self.scoreboard.inflight and self.memory_ports.quiet(out)
+            # A squash leaves the line reads of aborted tiles inside the PE, to go out (stale) within a
+            # cycle of a quiet one: the run ends only with two cycles free of squashes.
+            finished = (self.core.done and not self.scoreboard.inflight and self.memory_ports.quiet(out)
+                        and not squash and not squash_before)
+            squash_before = squash
             await bus.tick()
             self.cycle += 1
         drive_idle(bus, self.ports.inputs)

@@ -601,7 +601,7 @@ void Engine::run(RunSpec* s) {
 
     completions.clear(), delivered.clear(), dropped.clear(), beats.clear(), prefetches.clear(), beat_data.clear();
     int64_t cycle = 0, last_handshake = 0;
-    bool after_squash = false;
+    bool after_squash = false, squash_before = false;
     int64_t status = OK;
     message.clear();
     try {
@@ -773,7 +773,8 @@ void Engine::run(RunSpec* s) {
             }
             if (handshake) last_handshake = cycle;
             finished = core.done() && board.inflight.empty() && memory.outstanding.empty() && !mem_valid &&
-                       !pf_valid_now;
+                       !pf_valid_now && !squash && !squash_before;  // Harness.run: a squash's stale reads
+            squash_before = squash;
             rise();
             cycle++;
         }
