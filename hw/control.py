@@ -1,6 +1,8 @@
 """The control registers (paper, section 5.1): configuration, LUT access, status, error record and
 performance counters, decoded from the table in ``registers``."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -40,7 +42,11 @@ class Control(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        bus = self.bus
+        # The bus enters registers first, so that no input reaches the decoders, the registers they
+        # enable (the LUTs' write ports among them) or ``rdata``'s multiplexer in its cycle.
+        bus = SimpleNamespace(addr=Signal(ADDR_BITS, name="bus_addr"), wdata=Signal(DATA_BITS, name="bus_wdata"),
+                              we=Signal(name="bus_we"))
+        m.d.sync += [bus.addr.eq(self.bus.addr), bus.wdata.eq(self.bus.wdata), bus.we.eq(self.bus.we)]
         fields = {(r.name, f.name): f for r in self.regs for f in r.fields}
 
         def reg(name, field):
@@ -74,7 +80,7 @@ class Control(wiring.Component):
             self.cfg.lut_data.eq(bus.wdata[:16]),
         ]
 
-        # Reads: the register ``addr`` selected, one cycle later; PARAMS is constant.
+        # Reads: the register ``addr`` selected, READ_LATENCY cycles later; PARAMS is constant.
         with m.Switch(bus.addr):
             for r in self.regs:
                 with m.Case(r.addr):
@@ -83,9 +89,9 @@ class Control(wiring.Component):
                         for f in r.fields:
                             # Fields without storage are the constant PARAMS.
                             word = word | (Cat(storage.get((r.name, f.name), Const(f.reset, f.width))) << f.lsb)
-                    m.d.sync += bus.rdata.eq(word)
+                    m.d.sync += self.bus.rdata.eq(word)
             with m.Default():
-                m.d.sync += bus.rdata.eq(0)
+                m.d.sync += self.bus.rdata.eq(0)
 
         def written(name):
             return bus.we & (bus.addr == next(r.addr for r in self.regs if r.name == name))

@@ -24,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import MASK_BYTES, Q_BITS
 
-from .arith import fast_add
+from .arith import fast_add, fast_sum
 from .layouts import (LINE_BYTES, ErrorReason, ModeSignature, ScaleFormat, ScaleGroup, Stream, scale_beat_layout,
                       stream_fields, tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
 from .prefix_sum import WindowUnit, popcount
@@ -90,9 +90,9 @@ class Loader(wiring.Component):
     a request accepted in that cycle (neither ``req.ready`` nor the outputs are gated then: whoever
     drives it takes no line request and no beat, and forgets the request, as the PE does);
     ``grant``: the PE takes at most one request per cycle. ``fails``: the request failed a check,
-    announced in this cycle (before any of it flows: the cycle after its acceptance for the
-    metadata, the verdict's for the value length), for ``fail_reason``; ``reason``: the last
-    failure's."""
+    announced in this cycle, the one after the verdict (which is before any of it flows: the cycle
+    after its acceptance for the metadata, the value-length check's last step for the value length),
+    for ``fail_reason``, the same as ``reason``: the last failure's."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
         self.W, self.L = W, L
@@ -121,19 +121,29 @@ class Loader(wiring.Component):
         m.submodules.sqq = sqq = LineQueue(self.sqq_bytes // row_bytes, row_bytes, beat_bytes)
         m.submodules.mask_queue = mask_q = LineQueue(1, LINE_BYTES, MASK_BYTES)
         m.submodules.scale_queue = scale_q = LineQueue(1, LINE_BYTES, LINE_BYTES)
-        window, window_reset = WindowUnit(self.W), Signal()
+        # One tile per request: the window's ``tiles.ready`` may be a register.
+        window, window_reset = WindowUnit(self.W, back_to_back=False), Signal()
         m.submodules.window = ResetInserter(window_reset)(window)
         queues = {Stream.MASK: mask_q, Stream.SCALE: scale_q, Stream.VALUE: sqq}
 
         meta = Signal(self.req.payload.shape())
-        state, reason = Signal(LoaderState), Signal(ErrorReason)
+        # The state is set through ``state_next`` (later statements win, as in ``sync``), so that
+        # registers may copy what it decodes to (``active``, ``flowing``): the state fans out widely.
+        state, state_next, reason = Signal(LoaderState), Signal(LoaderState), Signal(ErrorReason)
         owed = Signal(3)  # vops, values, scales: the last (or skip) beat still to hand out
         scaling = self.mode.scale_format != ScaleFormat.NONE
-        m.d.comb += [self.state.eq(state), self.reason.eq(reason)]
+        m.d.comb += [self.state.eq(state), self.reason.eq(reason), state_next.eq(state)]
+        m.d.sync += state.eq(state_next)
+
+        # A failure is announced to TOut from a register (``fails`` follows ``failure``), so that
+        # the checks' logic stays off the paths into TOut's records; not after a squash.
+        failure = Signal()
+        m.d.sync += self.fails.eq(failure & ~self.squash)
+        m.d.comb += self.fail_reason.eq(reason)
 
         def fail(why):
-            m.d.sync += [state.eq(LoaderState.FAILED), reason.eq(why)]
-            m.d.comb += [self.fails.eq(1), self.fail_reason.eq(why)]
+            m.d.sync += reason.eq(why)
+            m.d.comb += [state_next.eq(LoaderState.FAILED), failure.eq(1)]
 
         # A request is checked against the configuration in two steps: each check's outcome is
         # registered at its acceptance (``failing``), and in the next cycle (CHECKING) the first
@@ -153,26 +163,28 @@ class Loader(wiring.Component):
             with m.If(failing[k]):
                 m.d.comb += bad.eq(why)
         with m.If(accept):
-            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)), state.eq(LoaderState.CHECKING),
+            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)),
                          failing.eq(Cat(check for _, check in checks))]
+            m.d.comb += state_next.eq(LoaderState.CHECKING)
         with m.If(state == LoaderState.CHECKING):
-            m.d.sync += state.eq(LoaderState.ACTIVE)
+            m.d.comb += state_next.eq(LoaderState.ACTIVE)
             with m.If(bad != ErrorReason.NONE):
                 fail(bad)
 
         # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
         # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
-        active = state == LoaderState.ACTIVE
+        active, flowing = Signal(), Signal()  # state == ACTIVE; and the value length is checked
         self._issue_lines(m, tags, sqq, accept, active)
         self._route_responses(m, tags, queues)
-        checked = self._check_value_length(m, mask_q, meta, accept, active, fail)
+        checked_next = self._check_value_length(m, mask_q, meta, accept, active, fail)
         m.d.comb += tags.discard.eq(self.squash | (state == LoaderState.FAILED))
+        m.d.sync += [active.eq(state_next == LoaderState.ACTIVE),
+                     flowing.eq((state_next == LoaderState.ACTIVE) & checked_next)]
 
         # The window unit takes the mask while its value length is checked, and its vOps wait for
         # the verdict; a failure resets it with the tile's vOps.
-        flowing = active & checked
         m.d.comb += [
-            window_reset.eq(self.squash | self.fails),
+            window_reset.eq(self.squash | failure),
             window.sparse.eq(self.mode.sparse),
             window.tiles.valid.eq(active & mask_q.beats.valid),
             window.tiles.payload.mask.eq(mask_q.beats.payload.data),
@@ -196,7 +208,8 @@ class Loader(wiring.Component):
             m.d.comb += scale_q.beats.ready.eq(1)
 
         with m.If(self.squash | ((state != LoaderState.IDLE) & ~(owed & ~handed).any())):
-            m.d.sync += [state.eq(LoaderState.IDLE), owed.eq(0)]
+            m.d.sync += owed.eq(0)
+            m.d.comb += state_next.eq(LoaderState.IDLE)
         return m
 
     def _issue_lines(self, m, tags, sqq, accept, active):
@@ -260,8 +273,10 @@ class Loader(wiring.Component):
         then compare, before anything flows. The mask beat is taken into the count when it comes
         (the window unit may take it then too); the count takes three registered steps (bytes,
         64-bit words, the mask), the bits a fourth and the compare a fifth (CHECK_STEPS). Returns
-        ``checked``: the streams may flow."""
-        checked = Signal()
+        ``checked`` of the next cycle: the streams may flow."""
+        checked, checked_next = Signal(), Signal()
+        m.d.comb += checked_next.eq(checked)
+        m.d.sync += checked.eq(checked_next)
         step = Signal(range(CHECK_STEPS + 1))  # cycles since the mask beat came
         mask = mask_q.beats.payload.data
         sums = [mask[k] for k in range(len(mask))]
@@ -274,18 +289,22 @@ class Loader(wiring.Component):
             else:
                 m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
             sums = regs
-        bits, matches = Signal(len(sums[0]) + len(self.mode.q)), Signal()
-        m.d.sync += [bits.eq(sums[0] * self.mode.q), matches.eq((bits + 7) // 8 == meta.val_len)]
+        # ones x Q as a carry-save sum of shifted copies (a multiplier maps to a ripple of adds).
+        q = self.mode.q
+        bits, matches = Signal(len(sums[0]) + len(q)), Signal()
+        m.d.sync += [bits.eq(fast_sum(m, [Mux(q[i], sums[0] << i, 0) for i in range(len(q))])),
+                     matches.eq((bits + 7) // 8 == meta.val_len)]
         with m.If(accept):
-            m.d.sync += [checked.eq(~self.mode.sparse), step.eq(0)]
+            m.d.sync += step.eq(0)
+            m.d.comb += checked_next.eq(~self.mode.sparse)
         with m.If(active & ~checked & (mask_q.beats.valid | (step != 0))):
             with m.If(step != CHECK_STEPS):
                 m.d.sync += step.eq(step + 1)
             with m.Elif(matches):
-                m.d.sync += checked.eq(1)
+                m.d.comb += checked_next.eq(1)
             with m.Else():
                 fail(ErrorReason.VALUE_LEN)
-        return checked
+        return checked_next
 
     def _output_slice(self, m, name, skid):
         """The output ``name`` leaves through a register slice, so that the pipeline's selectors'

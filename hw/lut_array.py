@@ -21,6 +21,7 @@ from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import BF16, ConfigSignature
+from .stages import hold
 
 SUB_LUTS = 4
 SUB_LUT_ENTRIES = 64
@@ -92,10 +93,9 @@ class LUTArray(wiring.Component):
                         with m.If(cond):
                             m.d.comb += port(b, s).addr.eq(self.codes[lanes[mode]][:6])
 
-        # The codes a cycle later, beside their lookups: Q = 16 values and the sub-LUT choices.
-        codes = Signal.like(self.codes)
-        with m.If(self.en):
-            m.d.sync += codes.eq(self.codes)
+        # The codes a cycle later, beside their lookups: Q = 16 values and the sub-LUT choices (a
+        # ``hold``: ``en`` is the dequantization stage's stall, late and with many loads).
+        codes = self.codes.shape()(hold(m, "codes", self.codes.as_value(), self.en))
         for i in range(self.lanes):
             code = codes[i]
             with m.If(q16):

@@ -32,7 +32,7 @@ from .params import LOADERS, TILES_PER_LOADER, ParameterError, check_loaders, ch
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
-from .stages import RegisterSlice
+from .stages import OutputBuffer, RegisterSlice
 from .tout import TOut
 
 #: Cycles from the pipeline's chunk that completes a tile row to the row's beat on ``tepl_resp``
@@ -206,12 +206,13 @@ class PE(wiring.Component):
             m.d.comb += [orders[name].w_en.eq(entry), orders[name].w_data.eq(which)]
         m.d.comb += [tout.accept.eq(move), tout.accept_id.eq(held_req.id)]
         for i, loader in enumerate(loaders):
-            slot = Signal(range(tout.slots), name=f"slot{i}")  # TOut's record of the loader's request
-            accepted = move & (which == i)
-            with m.If(accepted):
+            # TOut's record of the loader's request (a context announces a failure from the cycle
+            # after its acceptance on).
+            slot = Signal(range(tout.slots), name=f"slot{i}")
+            with m.If(move & (which == i)):
                 m.d.sync += slot.eq(tout.slot)
             m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.fail_reason),
-                         tout.fails[i].slot.eq(Mux(accepted, tout.slot, slot))]
+                         tout.fails[i].slot.eq(slot)]
         m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
         m.d.comb += [
             prefetcher.observe.eq(move & ~squash),
@@ -246,7 +247,7 @@ class PE(wiring.Component):
         """Chunks into TOut's buffer ring, completions in request order through the response
         register; ``squash`` gates the port in its own cycle. Returns: a beat is in that register."""
         wiring.connect(m, pipeline.out, tout.chunks)
-        m.submodules.tepl_resp_reg = resp = ResetInserter(self.squash)(RegisterSlice(tout.resp.payload.shape()))
+        m.submodules.tepl_resp_reg = resp = ResetInserter(self.squash)(OutputBuffer(tout.resp.payload.shape()))
         wiring.connect(m, tout.resp, resp.i)
         m.d.comb += [
             self.tepl_resp.payload.eq(resp.o.payload),
@@ -272,11 +273,12 @@ class PE(wiring.Component):
                         with m.If(loaders[(f + k) % n].line_req.valid):
                             m.d.comb += pick.eq((f + k) % n)
         chosen = Array(ld.line_req for ld in loaders)[pick]
-        # Requests leave from a register; a squash does not drop one there, since its tag-table
-        # entry waits for the response (stale).
+        # Requests leave from a register; a squash does not drop one there, nor one moving into
+        # it, since its tag-table entry waits for the response (stale): ``squash`` only gates the
+        # port, in its own cycle.
         m.submodules.mem_req_reg = req = RegisterSlice(self.mem_req.payload.shape())
         m.d.comb += [
-            req.i.valid.eq(chosen.valid & ~self.squash),
+            req.i.valid.eq(chosen.valid),
             req.i.payload.addr.eq(chosen.payload.addr),
             req.i.payload.tag.eq(Cat(chosen.payload.tag, pick)),
             self.mem_req.payload.eq(req.o.payload),
@@ -291,7 +293,7 @@ class PE(wiring.Component):
         index_bits = (self.tags // TILES_PER_LOADER - 1).bit_length()
         for i, loader in enumerate(loaders):
             m.d.comb += [
-                loader.line_req.ready.eq(req.i.ready & ~self.squash & (pick == i)),
+                loader.line_req.ready.eq(req.i.ready & (pick == i)),
                 loader.line_resp.valid.eq(resp_valid & (tag[index_bits:] == i)),
                 loader.line_resp.payload.tag.eq(tag[:index_bits]),
                 loader.line_resp.payload.data.eq(resp.data),

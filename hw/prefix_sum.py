@@ -50,11 +50,14 @@ def popcount(bits):
 class WindowUnit(wiring.Component):
     """Tile bitmasks in, one vOp descriptor per cycle out.
 
-    ``sparse`` = 0 treats every element as stored (Wnd = W), whatever the mask says.
+    ``sparse`` = 0 treats every element as stored (Wnd = W), whatever the mask says. With
+    ``back_to_back`` a tile's mask is taken as its predecessor's last vOp moves on, so vOps follow
+    without a gap across tiles; without it, the cycle after (``tiles.ready`` is then a register,
+    for a user that has one tile at a time).
     """
 
-    def __init__(self, W):
-        self.W = W
+    def __init__(self, W, *, back_to_back=True):
+        self.W, self.back_to_back = W, back_to_back
         super().__init__({
             "sparse": In(1),
             "tiles": In(stream.Signature(tile_layout())),
@@ -89,7 +92,7 @@ class WindowUnit(wiring.Component):
 
         loads = stage_loads(m, [*valid, self.vops.valid], self.vops.ready, "window")
 
-        m.d.comb += self.tiles.ready.eq(~busy | (loads[0] & last))
+        m.d.comb += self.tiles.ready.eq(~busy | (loads[0] & last) if self.back_to_back else ~busy)
         with m.If(self.tiles.valid & self.tiles.ready):
             all_ones = Const((1 << TILE_ELEMS) - 1, TILE_ELEMS)
             m.d.sync += [mask.eq(Mux(self.sparse, self.tiles.payload.mask, all_ones)), busy.eq(1), index.eq(0)]

@@ -1,9 +1,11 @@
 """The PE's register map: one table that the hardware decodes and the documentation prints.
 
 The ``cfg_`` port is a plain synchronous register bus: ``cfg__addr`` selects a 32-bit register,
-``cfg__we`` writes ``cfg__wdata`` into it at the clock edge, and ``cfg__rdata`` shows the register
-``cfg__addr`` selected in the previous cycle. Reads have no side effects. Write CONFIG and the LUT
-only while STATUS.BUSY is 0: tiles in flight use the configuration as it is.
+``cfg__we`` writes ``cfg__wdata`` into it, and ``cfg__rdata`` shows the register ``cfg__addr``
+selected ``READ_LATENCY`` cycles earlier. The bus enters registers first: a write takes effect at
+the second clock edge (a TEPL request presented the cycle after it sees it), and a read that follows
+a write sees it. Reads have no side effects. Write CONFIG and the LUT only while STATUS.BUSY is 0: tiles in flight use the configuration
+as it is.
 """
 
 from dataclasses import dataclass
@@ -14,6 +16,8 @@ from .params import LOADERS
 
 ADDR_BITS = 6
 DATA_BITS = 32
+#: Cycles from ``cfg__addr`` to its register on ``cfg__rdata``: the address's register, then ``rdata``'s.
+READ_LATENCY = 2
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Pipeline registers: the load enables of a chain of stages, a register slice that cuts both
-directions of a stream link, wide held registers built for their enable's fanout, and registers
-around a block synthesized alone."""
+directions of a stream link, an output buffer for a port's stream, wide held registers built for
+their enable's fanout, and registers around a block synthesized alone."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
@@ -46,15 +46,46 @@ class RegisterSlice(wiring.Component):
             return m
         skid = Signal.like(self.i.payload)
         skid_valid = Signal()
-        m.d.comb += self.i.ready.eq(~skid_valid)
+        # ``i.ready`` is ~skid_valid in a register of its own: skid_valid also selects every output
+        # bit's source, and ``i.ready`` often enables a whole stage behind.
+        ready = Signal(init=1)
+        m.d.comb += self.i.ready.eq(ready)
         with m.If(~self.o.valid | self.o.ready):
             m.d.sync += [
                 self.o.valid.eq(skid_valid | self.i.valid),
                 self.o.payload.eq(Mux(skid_valid, skid, self.i.payload)),
                 skid_valid.eq(0),
+                ready.eq(1),
             ]
         with m.Elif(self.i.valid & ~skid_valid):
-            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1)]
+            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1), ready.eq(0)]
+        return m
+
+
+class OutputBuffer(wiring.Component):
+    """A stream through a two-entry FIFO of registers whose output is the multiplexer of the two:
+    ``o.ready`` moves the read pointer and the fill count only, so that an output port's ready (an
+    input of the design) enables no wide register; ``i.ready`` is a register. One beat per cycle,
+    one cycle of latency."""
+
+    def __init__(self, layout):
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        slots = [Signal.like(self.i.payload, name=f"slot{k}") for k in range(2)]
+        wp, rp = Signal(), Signal()
+        count = Signal(range(3))
+        room = Signal(init=1)  # count < 2, registered
+        push = self.i.valid & room
+        pop = self.o.valid & self.o.ready
+        for k, slot in enumerate(slots):
+            with m.If(push & (wp == k)):
+                m.d.sync += slot.eq(self.i.payload)
+        after = count + push - pop
+        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), count.eq(after), room.eq(after < 2)]
+        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
+                     self.o.payload.eq(Mux(rp, slots[1], slots[0]))]
         return m
 
 

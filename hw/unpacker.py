@@ -86,7 +86,9 @@ class CodeUnpacker(wiring.Component):
         held_next, bits_next = Mux(self.values.ready, self.values.valid, held), Mux(accept, beat.nbytes * 8, bits)
         m.d.sync += [held.eq(held_next), bits.eq(bits_next)]
         with m.If(accept):
-            m.d.sync += [data_.eq(beat.data), valid.eq(Cat(k < beat.nbytes for k in range(beat_bytes)))]
+            # The first ``nbytes`` bytes as a shift (compares of every byte against it map to a chain).
+            all_valid = Const((1 << beat_bytes) - 1, beat_bytes)
+            m.d.sync += [data_.eq(beat.data), valid.eq(~(all_valid << beat.nbytes)[:beat_bytes])]
 
         # Byte k of the beat goes to byte wp/8 + k of the buffer: rotated by the byte offset within
         # a slot, the beat spans the slot of ``wp`` (from the offset up) and the next one (below it).

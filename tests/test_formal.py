@@ -319,11 +319,11 @@ class LoaderSpec(BlockSpec):
     """Any configuration and any request metadata; the pipeline takes every beat; no line comes
     back (the checks below need none).
 
-    Contract: the cycle after a request is accepted, the loader is CHECKING and announces a failure
-    (``fails``, ``fail_reason``) exactly then, with the first reason of ``ErrorReason``'s list that
-    applies (from the list's wording, not the loader's code); the cycle after, it is FAILED with that
-    reason, or ACTIVE when none applies; a FAILED request has handed out its skip beats, and the
-    loader is idle again, the cycle after that.
+    Contract: the cycle after a request is accepted, the loader is CHECKING; the cycle after, it is
+    FAILED with the first reason of ``ErrorReason``'s list that applies (from the list's wording, not
+    the loader's code) and announces the failure (``fails``, ``fail_reason``) exactly then, or it is
+    ACTIVE when none applies; a FAILED request has handed out its skip beats, and the loader is idle
+    again, the cycle after that.
     """
 
     def __init__(self, dut):
@@ -360,13 +360,14 @@ class LoaderSpec(BlockSpec):
             m.d.sync += since.eq(since + 1)
         with m.If(accepted & (since == 0)):
             m.d.comb += [Assert(p.state.as_value() == LoaderState.CHECKING.value, "not checking after a request"),
-                         Assert(p.fails == (want != ErrorReason.NONE), "a failure not announced, or a false one")]
-            with m.If(want != ErrorReason.NONE):
-                m.d.comb += Assert(p.fail_reason.as_value() == want.as_value(), "wrong announced reason")
+                         Assert(~p.fails, "a failure announced before the verdict")]
         with m.If(accepted & (since == 1)):
             m.d.comb += [Assert(p.state.as_value() == Mux(want == ErrorReason.NONE, LoaderState.ACTIVE.value, LoaderState.FAILED.value),
                                 "wrong state after a request"),
-                         Assert((want == ErrorReason.NONE) | (p.reason.as_value() == want.as_value()), "wrong error reason")]
+                         Assert((want == ErrorReason.NONE) | (p.reason.as_value() == want.as_value()), "wrong error reason"),
+                         Assert(p.fails == (want != ErrorReason.NONE), "a failure not announced, or a false one")]
+            with m.If(want != ErrorReason.NONE):
+                m.d.comb += Assert(p.fail_reason.as_value() == want.as_value(), "wrong announced reason")
         with m.If(accepted & (want != ErrorReason.NONE) & (since == 2)):
             m.d.comb += Assert(p.state.as_value() == LoaderState.IDLE.value, "the skip beats of a failed request are not out")
 

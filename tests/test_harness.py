@@ -478,7 +478,8 @@ def test_tile_cycles():
 
 
 class RegisterFile(wiring.Component):
-    """64 plain registers on the cfg bus: rdata shows the register addressed in the previous cycle."""
+    """64 plain registers on the cfg bus, as the PE has it: the bus is registered, then rdata shows
+    the register addressed READ_LATENCY cycles earlier."""
 
     def __init__(self):
         super().__init__({"cfg": In(wiring.Signature({"addr": Out(6), "wdata": Out(32), "we": Out(1),
@@ -487,9 +488,11 @@ class RegisterFile(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         regs = Array(Signal(32, name=f"r{i}") for i in range(64))
-        with m.If(self.cfg.we):
-            m.d.sync += regs[self.cfg.addr].eq(self.cfg.wdata)
-        m.d.sync += self.cfg.rdata.eq(regs[self.cfg.addr])
+        addr, wdata, we = Signal(6), Signal(32), Signal()
+        m.d.sync += [addr.eq(self.cfg.addr), wdata.eq(self.cfg.wdata), we.eq(self.cfg.we)]
+        with m.If(we):
+            m.d.sync += regs[addr].eq(wdata)
+        m.d.sync += self.cfg.rdata.eq(regs[addr])
         return m
 
 

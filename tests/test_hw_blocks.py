@@ -24,7 +24,7 @@ from deca.hw.lut_array import LUTArray
 from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
-from deca.hw.stages import RegisteredPorts
+from deca.hw.stages import OutputBuffer, RegisteredPorts, RegisterSlice
 from deca.hw.unpacker import READ_LATENCY, CodeUnpacker
 
 from aig import Netlist
@@ -171,10 +171,12 @@ async def drive_window_unit(ctx, dut, masks, *, rng=None, stall=0.0, backpressur
     return vops, cycles, first_tile
 
 
+@pytest.mark.parametrize("back_to_back", [True, False], ids=["back_to_back", "gap"])
 @pytest.mark.parametrize("sparse", [1, 0], ids=["sparse", "dense"])
 @pytest.mark.parametrize("W", [8, 16, 32, 64])
-def test_window_unit_descriptors_back_to_back(W, sparse, rng):
-    """Every field of every vOp; one vOp per cycle across tiles when the output is always ready."""
+def test_window_unit_descriptors_back_to_back(W, sparse, back_to_back, rng):
+    """Every field of every vOp; one vOp per cycle across tiles when the output is always ready
+    (without ``back_to_back``: one cycle between tiles)."""
     if W == 8 and sparse:
         # All 256 masks of one 8-bit vOp, 64 per tile, in random order.
         order = rng.permutation(256)
@@ -182,7 +184,7 @@ def test_window_unit_descriptors_back_to_back(W, sparse, rng):
     else:
         masks = random_tile_masks(rng, W, 4 if W >= 32 else 3)
     masks = masks + [0, (1 << TILE_ELEMS) - 1]
-    dut = WindowUnit(W)
+    dut = WindowUnit(W, back_to_back=back_to_back)
     result = {}
 
     async def tb(ctx):
@@ -198,18 +200,22 @@ def test_window_unit_descriptors_back_to_back(W, sparse, rng):
         assert sorted(v[0] for v in vops[:256]) == list(range(256))
     if not sparse:
         assert all(v[1] == W and v[2] == tuple(range(W)) for v in vops)
-    # Back to back: the first vOp WINDOW_LATENCY cycles after its tile, then one per cycle with no
-    # gap between tiles.
+    # The first vOp WINDOW_LATENCY cycles after its tile, then one per cycle, with no gap between
+    # tiles back to back, else one.
+    per_tile = TILE_ELEMS // W
+    gaps = 0 if back_to_back else 1
     assert first_tile == 0
-    assert cycles == list(range(WINDOW_LATENCY, WINDOW_LATENCY + len(expected))), f"vOp handshake cycles {cycles}"
+    assert cycles == [WINDOW_LATENCY + k + gaps * (k // per_tile) for k in range(len(expected))], \
+        f"vOp handshake cycles {cycles}"
 
 
+@pytest.mark.parametrize("back_to_back", [True, False], ids=["back_to_back", "gap"])
 @pytest.mark.parametrize("W", [8, 16, 32, 64])
-def test_window_unit_backpressure_loses_nothing(W, rng):
+def test_window_unit_backpressure_loses_nothing(W, back_to_back, rng):
     """Random output back-pressure and input stalls: the same vOps, in order, none lost or repeated."""
     n_tiles = {8: 3, 16: 4, 32: 6, 64: 8}[W]
     masks = random_tile_masks(rng, W, n_tiles)
-    dut = WindowUnit(W)
+    dut = WindowUnit(W, back_to_back=back_to_back)
     result = {}
 
     async def tb(ctx):
@@ -679,3 +685,42 @@ def test_code_unpacker_against_read_codes(W, L, q, rng):
     assert stats["waited"] > 0 and stats["codes"] > 0
     # Some tile's first Q-bit code was read at every bit offset 0..7.
     assert stats["offsets"] == set(range(8)), stats["offsets"]
+
+
+# --- register slice -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["skid", "no_skid", "output_buffer"])
+def test_register_slice_passes_every_beat_in_order_with_ready_from_a_register(kind, rng):
+    """Random valid and ready on both sides: the beats come out in order, none lost or repeated;
+    ``i.ready`` never follows ``o.ready`` in the same cycle; always ready, one beat a cycle (a
+    RegisterSlice with its skid register, an OutputBuffer) or one every other cycle (no skid)."""
+    dut = OutputBuffer(16) if kind == "output_buffer" else RegisterSlice(16, skid=kind == "skid")
+    beats = [int(v) for v in rng.integers(0, 1 << 16, 200)]
+    got, rate = [], {}
+
+    async def tb(ctx):
+        sent, cycle, taken = 0, 0, []
+        while len(got) < len(beats):
+            free_run = cycle >= 150  # after the random part: both sides always willing
+            valid = sent < len(beats) and (free_run or rng.random() < 0.7)
+            ctx.set(dut.i.valid, valid)
+            ctx.set(dut.i.payload, beats[sent] if valid else 0)
+            ready_before = ctx.get(dut.i.ready)
+            ctx.set(dut.o.ready, 1 - ready_before)  # flip o.ready: i.ready must not move with it
+            assert ctx.get(dut.i.ready) == ready_before, f"cycle {cycle}: i.ready follows o.ready"
+            ctx.set(dut.o.ready, free_run or rng.random() < 0.6)
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                got.append(ctx.get(dut.o.payload))
+                taken.append(cycle)
+            if valid and ctx.get(dut.i.ready):
+                sent += 1
+            await ctx.tick()
+            cycle += 1
+            assert cycle < 2000, "the slice stalls"
+        steady = [t for t in taken if t >= 160]
+        rate["gaps"] = {b - a for a, b in zip(steady, steady[1:])}
+
+    run(dut, tb, clocked=True)
+    assert got == beats
+    assert rate["gaps"] == ({2} if kind == "no_skid" else {1}), rate

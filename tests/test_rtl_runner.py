@@ -23,10 +23,16 @@ module tiny(input clk, input rst, input [7:0] a, input [7:0] b, output reg [8:0]
     steady = 1'b0;
     if (!constant) steady = 1'b1;
   end
+  reg [5:0] addr;
+  reg [31:0] wdata;
+  reg we = 0;
   always @(posedge clk) begin
     sum <= rst ? 9'd0 : a + b;
-    if (cfg__we) regs[cfg__addr] <= cfg__wdata;
-    cfg__rdata <= regs[cfg__addr];
+    addr <= cfg__addr;
+    wdata <= cfg__wdata;
+    we <= cfg__we;
+    if (we) regs[addr] <= wdata;
+    cfg__rdata <= regs[addr];
   end
 endmodule
 """

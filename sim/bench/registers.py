@@ -1,30 +1,31 @@
 """Register access over the PE's ``cfg`` bus (every helper starts and ends at the start of a cycle)."""
 
 from deca.hw.layouts import config_fields
-from deca.hw.registers import COUNTERS, REGISTER_ADDR, field_value
+from deca.hw.registers import COUNTERS, READ_LATENCY, REGISTER_ADDR, field_value
 
 
 async def write_reg(bus, name, value):
-    """Write register ``name`` (one cycle)."""
+    """Write register ``name``; returns once the write has taken effect (two cycles: the bus is
+    registered), so that what follows (a counter clear's first counted cycle) sees it."""
     bus.set("cfg__addr", REGISTER_ADDR[name])
     bus.set("cfg__wdata", value)
     bus.set("cfg__we", 1)
     await bus.tick()
     bus.set("cfg__we", 0)
+    await bus.tick()
 
 
 async def read_regs(bus, names):
-    """Read registers ``names`` back to back (one cycle each, plus one); returns {name: value}."""
+    """Read registers ``names`` back to back (one cycle each, plus READ_LATENCY); returns {name: value}."""
     bus.set("cfg__we", 0)
-    bus.set("cfg__addr", REGISTER_ADDR[names[0]])
-    await bus.tick()
     values = []
-    # rdata shows the register addressed in the previous cycle, so the next address goes out meanwhile.
-    for following in [*names[1:], None]:
-        if following is not None:
-            bus.set("cfg__addr", REGISTER_ADDR[following])
-        await bus.settle()
-        values.append(bus.get("cfg__rdata"))
+    # rdata shows the register addressed READ_LATENCY cycles earlier: the next addresses go out meanwhile.
+    for cycle in range(len(names) + READ_LATENCY):
+        if cycle < len(names):
+            bus.set("cfg__addr", REGISTER_ADDR[names[cycle]])
+        if cycle >= READ_LATENCY:
+            await bus.settle()
+            values.append(bus.get("cfg__rdata"))
         await bus.tick()
     return dict(zip(names, values))
 
