@@ -147,9 +147,9 @@ class Loader(wiring.Component):
 
         # A request is checked against the configuration in two steps: each check's outcome is
         # registered at its acceptance (``failing``), and in the next cycle (CHECKING) the first
-        # failing one decides FAILED or ACTIVE and is announced (``fails``). The queues start their
-        # streams in that cycle too, from the registered request, so that neither the request's adds
-        # nor the acceptance's fanout make a long path.
+        # failing one decides FAILED or ACTIVE (a failure is announced the cycle after, above). The
+        # queues start their streams in the CHECKING cycle too, from the registered request, so that
+        # neither the request's adds nor the acceptance's fanout make a long path.
         m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant)
         accept = self.req.valid & self.req.ready
         started = Signal()
