@@ -92,7 +92,7 @@ class Loader(wiring.Component):
     ``grant``: the PE takes at most one request per cycle. ``fails``: the request failed a check,
     announced in this cycle, the one after the verdict (which is before any of it flows: the cycle
     after its acceptance for the metadata, the value-length check's last step for the value length),
-    for ``fail_reason``, the same as ``reason``: the last failure's."""
+    for ``reason``, the last failure's."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
         self.W, self.L = W, L
@@ -104,7 +104,6 @@ class Loader(wiring.Component):
             "squash": In(1),
             "state": Out(LoaderState),
             "fails": Out(1),
-            "fail_reason": Out(ErrorReason),
             "reason": Out(ErrorReason),
             "line_req": Out(stream.Signature(line_request_layout(addr_bits, tags))),
             "line_resp": In(stream.Signature(line_response_layout(tags), always_ready=True)),
@@ -139,7 +138,6 @@ class Loader(wiring.Component):
         # the checks' logic stays off the paths into TOut's records; not after a squash.
         failure = Signal()
         m.d.sync += self.fails.eq(failure & ~self.squash)
-        m.d.comb += self.fail_reason.eq(reason)
 
         def fail(why):
             m.d.sync += reason.eq(why)

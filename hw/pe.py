@@ -211,7 +211,7 @@ class PE(wiring.Component):
             slot = Signal(range(tout.slots), name=f"slot{i}")
             with m.If(move & (which == i)):
                 m.d.sync += slot.eq(tout.slot)
-            m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.fail_reason),
+            m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.reason),
                          tout.fails[i].slot.eq(slot)]
         m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
         m.d.comb += [

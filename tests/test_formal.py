@@ -311,7 +311,7 @@ def loader_ports(ld):
     return SimpleNamespace(q=ld.mode.q, sparse=ld.mode.sparse, scale_format=ld.mode.scale_format,
                            scale_group=ld.mode.scale_group,
                            req=ld.req, grant=ld.grant, abort=ld.squash, state=ld.state,
-                           reason=ld.reason, fails=ld.fails, fail_reason=ld.fail_reason, line_req=ld.line_req, line_resp_en=ld.line_resp.valid,
+                           reason=ld.reason, fails=ld.fails, fail_reason=ld.reason, line_req=ld.line_req, line_resp_en=ld.line_resp.valid,
                            outs=[ld.vops, ld.values, ld.scales])
 
 
@@ -321,7 +321,7 @@ class LoaderSpec(BlockSpec):
 
     Contract: the cycle after a request is accepted, the loader is CHECKING; the cycle after, it is
     FAILED with the first reason of ``ErrorReason``'s list that applies (from the list's wording, not
-    the loader's code) and announces the failure (``fails``, ``fail_reason``) exactly then, or it is
+    the loader's code) and announces the failure (``fails``, with ``reason``) exactly then, or it is
     ACTIVE when none applies; a FAILED request has handed out its skip beats, and the loader is idle
     again, the cycle after that.
     """
