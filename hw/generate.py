@@ -1,6 +1,7 @@
 """Verilog generation: one file per design, named after its top module, plus a port table and, for
 the PE, its register map."""
 
+import fcntl
 import hashlib
 import shutil
 import tempfile
@@ -87,15 +88,20 @@ def _sources_digest(design, W, L, params):
 
 def generate_cached(W, L, cache_dir, design="pe", **params):
     """``generate`` into ``<cache_dir>/<hash>/``, or the Verilog found there from an earlier call
-    with the same sources and parameters (generating the largest designs takes a minute)."""
+    with the same sources and parameters (generating the largest designs takes a minute). A lock
+    file per folder makes concurrent calls (test workers, sweep jobs) wait for one generation."""
     folder = Path(cache_dir) / _sources_digest(design, W, L, params)
     path = folder / f"{top_name(design, W, L, params.get('loaders', LOADERS))}.v"
-    if not path.is_file():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-        generate(W, L, tmp, design=design, **params)
-        try:
-            tmp.rename(folder)  # atomic: a folder that exists is complete
-        except OSError:  # a concurrent call made it first
-            shutil.rmtree(tmp, ignore_errors=True)
+    if path.is_file():
+        return path
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.is_file():
+            tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+            try:
+                generate(W, L, tmp, design=design, **params)
+                tmp.rename(folder)  # atomic: a folder that exists is complete
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     return path

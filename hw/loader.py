@@ -41,7 +41,7 @@ class LoaderState(enum.Enum, shape=2):
     IDLE = 0  #: takes a request
     ACTIVE = 1  #: fetching and feeding the pipeline
     FAILED = 2  #: the request failed a check; hands out its skip beats
-    CHECKING = 3  #: the cycle after the acceptance: the checks' verdict
+    CHECKING = 3  #: the two cycles after the acceptance: the checks, then their verdict
 
 
 def framed(layout):
@@ -91,7 +91,7 @@ class Loader(wiring.Component):
     drives it takes no line request and no beat, and forgets the request, as the PE does);
     ``grant``: the PE takes at most one request per cycle. ``fails``: the request failed a check,
     announced in this cycle, the one after the verdict (which is before any of it flows: the cycle
-    after its acceptance for the metadata, the value-length check's last step for the value length),
+    two after its acceptance for the metadata, the value-length check's last step for the value length),
     for ``reason``, the last failure's."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
@@ -143,28 +143,35 @@ class Loader(wiring.Component):
             m.d.sync += reason.eq(why)
             m.d.comb += [state_next.eq(LoaderState.FAILED), failure.eq(1)]
 
-        # A request is checked against the configuration in two steps: each check's outcome is
-        # registered at its acceptance (``failing``), and in the next cycle (CHECKING) the first
-        # failing one decides FAILED or ACTIVE (a failure is announced the cycle after, above). The
-        # queues start their streams in the CHECKING cycle too, from the registered request, so that
-        # neither the request's adds nor the acceptance's fanout make a long path.
-        m.d.comb += self.req.ready.eq((state == LoaderState.IDLE) & self.grant)
+        # While idle the request's registers load the offered request in every cycle, so that their
+        # enables follow the state register rather than the acceptance (which fans out from the
+        # PE's request queue): the acceptance only changes the state. The request is then checked
+        # against the configuration in two CHECKING cycles: each check's outcome is registered in
+        # the first (``failing``, from the registered request), and in the second (``judging``) the
+        # first failing one decides FAILED or ACTIVE (a failure is announced the cycle after,
+        # above). The queues start their streams in the first CHECKING cycle, from the registered
+        # request, so that neither the request's adds nor the acceptance's fanout make a long path.
+        idle = Signal(init=1)
+        m.d.sync += idle.eq(state_next == LoaderState.IDLE)
+        m.d.comb += self.req.ready.eq(idle & self.grant)
         accept = self.req.valid & self.req.ready
-        started = Signal()
-        m.d.sync += started.eq(accept)
+        started, judging = Signal(), Signal()
+        m.d.sync += [started.eq(accept), judging.eq(started & (state_next == LoaderState.CHECKING))]
         for s, (addr, length) in stream_fields(meta).items():
             m.d.comb += [queues[s].start.eq(started), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
-        checks = request_checks(m, self.req.payload, self.mode, self.addr_bits)
+        checks = request_checks(m, meta, self.mode, self.addr_bits)
         failing = Signal(len(checks))
+        m.d.sync += failing.eq(Cat(check for _, check in checks))
         bad = Signal(ErrorReason)
         for k, (why, _) in reversed(list(enumerate(checks))):
             with m.If(failing[k]):
                 m.d.comb += bad.eq(why)
+        with m.If(idle):
+            m.d.sync += meta.eq(self.req.payload)
         with m.If(accept):
-            m.d.sync += [meta.eq(self.req.payload), owed.eq(Cat(1, 1, scaling)),
-                         failing.eq(Cat(check for _, check in checks))]
+            m.d.sync += owed.eq(Cat(1, 1, scaling))
             m.d.comb += state_next.eq(LoaderState.CHECKING)
-        with m.If(state == LoaderState.CHECKING):
+        with m.If(judging):
             m.d.comb += state_next.eq(LoaderState.ACTIVE)
             with m.If(bad != ErrorReason.NONE):
                 fail(bad)
@@ -172,7 +179,7 @@ class Loader(wiring.Component):
         # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
         # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
         active, flowing = Signal(), Signal()  # state == ACTIVE; and the value length is checked
-        self._issue_lines(m, tags, sqq, accept, active)
+        self._issue_lines(m, tags, sqq, meta, started, active)
         self._route_responses(m, tags, queues)
         checked_next = self._check_value_length(m, mask_q, meta, accept, active, fail)
         m.d.comb += tags.discard.eq(self.squash | (state == LoaderState.FAILED))
@@ -210,18 +217,18 @@ class Loader(wiring.Component):
             m.d.comb += state_next.eq(LoaderState.IDLE)
         return m
 
-    def _issue_lines(self, m, tags, sqq, accept, active):
+    def _issue_lines(self, m, tags, sqq, meta, started, active):
         """Line requests: the first stream (in Stream order) with lines left and room for the next,
         in two steps. The pick takes the next line into a candidate register (stream, index, line
         address) and steps that stream's counters; the candidate takes a tag and enters a register
         slice when one is free. So the pick compares registers and the tag's allocation follows
         registers. The slice is not squashed: its tag is taken, and the tag table waits for the
         response (stale). A candidate is dropped when the tile stops being ACTIVE."""
-        fields = stream_fields(self.req.payload)
+        fields = stream_fields(meta)
         issued = Array(Signal(LINE_INDEX_BITS + 1, name=f"issued_{s.name.lower()}") for s in Stream)
         lines = Array(Signal(LINE_INDEX_BITS + 1, name=f"lines_{s.name.lower()}") for s in Stream)
         next_line = Array(Signal(self.addr_bits - 6, name=f"next_line_{s.name.lower()}") for s in Stream)
-        with m.If(accept):
+        with m.If(started):
             for s, (addr, length) in fields.items():
                 m.d.sync += [issued[s.value].eq(0), next_line[s.value].eq(addr >> 6),
                              lines[s.value].eq((addr[:6] + length + LINE_BYTES - 1) // LINE_BYTES)]

@@ -1,22 +1,25 @@
 """The complete DECA PE (paper, Fig. 7 and 10; sections 5.2, 5.3 and 6.1).
 
-    tepl_req[0] ─► Loader 0: tile contexts 0a, 0b ─┐ vops, values, scales
-         ...       (tags, queues, window each)     ├─► TileMux ─► Pipeline ─► TOut ─► tepl_resp
-    tepl_req[n] ─► Loader n: tile contexts na, nb ─┘  (request order)        (records, buffer ring)
-         mem_req / mem_resp ◄──► every context        pf_req ◄── Prefetcher
-         cfg ◄──► Control (registers, counters)        squash ──► every in-flight TEPL
+    tepl_req[0..n] ─► request queue ─► tile contexts 0a, 0b, ... na, nb ─┐ vops, values, scales
+                      (in order)       (tags, queues, window each)       ├─► TileMux ─► Pipeline ─► TOut ─► tepl_resp
+         mem_req / mem_resp ◄──► every context                          ─┘  (request order)        (records, buffer ring)
+         pf_req ◄── Prefetcher (sees each request accepted, and demanded)   cfg ◄──► Control     squash ──► everything in flight
 
-There are ``loaders`` loaders (2 to 4; the paper's 2 by default) and as many TOut buffers. A loader
-holds TILES_PER_LOADER tiles, each in a tile context of its own (a ``Loader`` unit with its share of
-the loader's tag table and SQQ, its mask and scale queues and its window unit): its port's next
-request goes to an idle context, so a tile's lines are fetched while the loader's previous tile
-still drains into the pipeline (the paper's loader holds one tile, from its metadata to its last
-beat). Every accepted request gets one entry in each order FIFO, which the pipeline's three input
-selectors follow, and a record in TOut, whose completions go out in request order. A context takes
-its next request once its tile has left its queues; a tile takes a TOut buffer with its first chunk
-out of the pipeline, and gives it back with its last completion row. A squash resets the contexts'
-state, the order FIFOs, the pipeline and TOut in one cycle; the tag tables keep their entries
-(stale) until the aborted lines come back, and the prefetcher and registers are untouched.
+There are ``loaders`` TEPL ports (2 to 4; the paper's 2 by default), each with a loader of
+TILES_PER_LOADER tile contexts (a ``Loader`` unit with its share of the loader's tag table and SQQ,
+its mask and scale queues and its window unit), and as many TOut buffers. The ports feed one
+request queue (an entry per port), in acceptance order; its head goes to the first idle tile
+context of any loader, so a tile's lines are fetched while earlier tiles still drain into the
+pipeline (the paper's loader holds one tile, from its metadata to its last beat). The prefetcher
+sees a request when it is accepted, so that the tiles waiting in the queue lengthen its lookahead,
+and when it leaves the queue, when its lines are demanded. Every request that leaves the queue
+gets one entry in each order FIFO, which the pipeline's three input selectors follow; every
+accepted request gets a record in TOut, whose completions go out in request order. A context
+takes its next request once its tile has left its queues; a tile takes a TOut buffer with its
+first chunk out of the pipeline, and gives it back with its last completion row. A squash resets
+the request queue, the contexts' state, the order FIFOs, the pipeline and TOut in one cycle; the
+tag tables keep their entries (stale) until the aborted lines come back, and the prefetcher and
+registers are untouched.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
@@ -32,13 +35,20 @@ from .params import LOADERS, TILES_PER_LOADER, ParameterError, check_loaders, ch
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
-from .stages import OutputBuffer, RegisterSlice
+from .stages import OutputBuffer, RegisterQueue, RegisterSlice
 from .tout import TOut
 
 #: Cycles from the pipeline's chunk that completes a tile row to the row's beat on ``tepl_resp``
 #: (core ready, no earlier beat in the way): TOut reads the row in the next cycle, into its response
 #: register, then the port's response register.
 ROW_LATENCY = 3
+
+
+def request_queue_entries(loaders):
+    """Entries of the request queue: one TEPL accepted but not yet in a tile context per port. The
+    prefetcher sees a request when it is accepted, so that the queue lengthens its lookahead by as
+    many tiles."""
+    return loaders
 
 
 def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
@@ -135,7 +145,8 @@ class PE(wiring.Component):
                                 id_bits=self.id_bits) for _ in range(self.loaders * TILES_PER_LOADER)]
         per_port = [loaders[p * TILES_PER_LOADER:(p + 1) * TILES_PER_LOADER] for p in range(self.loaders)]
         pipeline = Pipeline(self.W, self.L)
-        tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.loaders)
+        tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.loaders,
+                    waiting=request_queue_entries(self.loaders) + 1)  # + 1: see ``TOut.room``
         m.submodules.pipeline = ResetInserter(squash)(pipeline)
         m.submodules.tout = ResetInserter(squash)(tout)
         wiring.connect(m, regs.cfg, pipeline.cfg)
@@ -145,85 +156,101 @@ class PE(wiring.Component):
 
         def order_fifo(name):
             # One entry per TOut record at most: a request holds its record until it is completed,
-            # after its last beats left the selectors. The head is a register (buffered), so that
-            # the selectors' choice starts at a flip-flop.
+            # after its last beats left the selectors (a context may take its next request while
+            # its last beats still wait in its output registers). The head is a register
+            # (buffered), so that the selectors' choice starts at a flip-flop.
             q = fifo.SyncFIFOBuffered(width=(len(loaders) - 1).bit_length(), depth=tout.slots)
             m.submodules[name] = ResetInserter(squash)(q)
             return q
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
-        request_held = self._requests(m, loaders, per_port, orders, regs, tout)
+        self._requests(m, loaders, orders, regs, tout)
         self._pipeline_inputs(m, loaders, orders, pipeline)
         waiting_completion = self._completions(m, pipeline, tout)
         self._memory(m, loaders, orders["value"])
         self._status(m, per_port, orders, pipeline, regs,
-                     busy=tout.busy | request_held | waiting_completion)
+                     busy=tout.busy | tout.accept | waiting_completion)
         return m
 
-    def _requests(self, m, loaders, per_port, orders, regs, tout):
-        """The ports feed one request register, a request a cycle (the lowest port wins a tie); a
-        port is ready while its loader has an idle context that the held request does not claim. The
-        held request moves to the first idle context of its loader once TOut has a record free: as
-        contexts only become idle while it waits, one is there, so the move is the acceptance, and
-        what it enters (the order FIFOs, the scale one only when scaling, TOut's records, the
-        prefetcher) follows flip-flops. A context's failure marks the record of its request.
-        Returns: a request is held.
+    def _requests(self, m, loaders, orders, regs, tout):
+        """The ports feed the request queue, a request a cycle (the lowest port wins a tie), while it
+        and TOut's records have room; an accepted request is registered, and enters the queue, TOut's
+        records and the prefetcher's view in the next cycle. The queue's head moves to the first idle tile context (of any loader), which
+        is when its lines are demanded: the prefetcher sees that too, and the order FIFOs (the scale
+        one only when scaling) learn the context. A context's failure marks the record of its
+        request.
 
-        So ``ready`` comes from flip-flops, but for the tie: a lower port's ``valid`` clears a higher
+        ``ready`` comes from flip-flops, but for the tie: a lower port's ``valid`` clears a higher
         port's ``ready`` in the same cycle (one gate), and ``squash`` clears every ``ready``. A
         request moved in a squash's cycle is dropped by the resets of everything it enters (context,
         order FIFOs, TOut) and not shown to the prefetcher, so ``squash`` does not gate the move:
         that kept the input on a path through the contexts' queue starts."""
         squash = self.squash
-        held, held_port = Signal(), Signal(range(self.loaders))
-        held_req = Signal.like(self.tepl_req[0].payload)
-        move = Signal()
-        m.d.comb += move.eq(held & tout.room)
-        which = Signal(range(len(loaders)))  # the context the held request moves to
+        request_layout = self.tepl_req[0].payload.shape()
+        queue = RegisterQueue(request_layout, request_queue_entries(self.loaders))
+        m.submodules.request_queue = ResetInserter(squash)(queue)
+        # Each port's request is registered as it comes, and the one accepted (``taken``) enters
+        # the queue, TOut's records and the prefetcher in the next cycle: no input reaches more than
+        # a register. The ports' ``ready`` keeps a queue entry and a record (``TOut.room``) for it.
+        held = [Signal(request_layout, name=f"request{p}") for p in range(self.loaders)]
+        taken = Signal(self.loaders)
+        pending, entry = Signal(), Signal(request_layout)
+        depth = request_queue_entries(self.loaders)
+        room = Mux(taken.any(), queue.level < depth - 1, queue.level < depth)
         taken_before = Const(0)
-        with m.If(squash | move):
-            m.d.sync += held.eq(0)
-        for p, (port, contexts) in enumerate(zip(self.tepl_req, per_port)):
-            idle = [ld.state == LoaderState.IDLE for ld in contexts]
-            claimed = held & (held_port == p)
-            m.d.comb += port.ready.eq((~held | move) & (sum(idle) > claimed) & ~taken_before & ~squash)
-            with m.If(port.valid & port.ready):
-                m.d.sync += [held.eq(1), held_port.eq(p), held_req.eq(port.payload)]
+        for p, port in enumerate(self.tepl_req):
+            m.d.comb += port.ready.eq(room & tout.room & ~taken_before & ~squash)
+            m.d.sync += [held[p].eq(port.payload), taken[p].eq(port.valid & port.ready)]
             taken_before = taken_before | port.valid
-            for c, loader in enumerate(contexts):
-                first_idle = ~Cat(idle[:c]).any()
-                m.d.comb += [
-                    loader.req.valid.eq(move & (held_port == p)),
-                    loader.req.payload.eq(held_req),
-                    loader.squash.eq(squash),
-                    loader.grant.eq(first_idle),
-                ]
-                with m.If((held_port == p) & idle[c] & first_idle):
-                    m.d.comb += which.eq(p * TILES_PER_LOADER + c)
+        for p in reversed(range(self.loaders)):
+            with m.If(taken[p]):
+                m.d.comb += entry.eq(held[p])
+        # A squash drops it by resetting the queue and TOut (and the prefetcher does not see it).
+        m.d.comb += [pending.eq(taken.any()), queue.w_en.eq(pending), queue.w_data.eq(entry),
+                     tout.accept.eq(pending), tout.accept_id.eq(entry.id)]
+        # Records and moves both follow acceptance order, so the request moving now has record
+        # ``moved`` (counted mod slots).
+
+        head = queue.r_data
+        idle = [ld.state == LoaderState.IDLE for ld in loaders]
+        move = Signal()
+        m.d.comb += [move.eq(queue.r_rdy & Cat(idle).any()), queue.r_en.eq(move)]
+        moved = Signal(range(tout.slots))
+        with m.If(move):
+            m.d.sync += moved.eq(Mux(moved == tout.slots - 1, 0, moved + 1))
+        with m.If(squash):
+            m.d.sync += moved.eq(0)
+        which = Signal(range(len(loaders)))  # the context the head moves to
+        for i, loader in reversed(list(enumerate(loaders))):
+            first_idle = ~Cat(idle[:i]).any()
+            m.d.comb += [loader.req.valid.eq(move), loader.req.payload.eq(head), loader.squash.eq(squash),
+                         loader.grant.eq(first_idle)]
+            with m.If(idle[i]):
+                m.d.comb += which.eq(i)
         scaling = regs.cfg.scale_format != ScaleFormat.NONE
         for name in ("vop", "value", "scale"):
-            entry = move & scaling if name == "scale" else move
-            m.d.comb += [orders[name].w_en.eq(entry), orders[name].w_data.eq(which)]
-        m.d.comb += [tout.accept.eq(move), tout.accept_id.eq(held_req.id)]
+            enter = move & scaling if name == "scale" else move
+            m.d.comb += [orders[name].w_en.eq(enter), orders[name].w_data.eq(which)]
         for i, loader in enumerate(loaders):
-            # TOut's record of the loader's request (a context announces a failure from the cycle
+            # TOut's record of the context's request (a context announces a failure from the cycle
             # after its acceptance on).
             slot = Signal(range(tout.slots), name=f"slot{i}")
             with m.If(move & (which == i)):
-                m.d.sync += slot.eq(tout.slot)
+                m.d.sync += slot.eq(moved)
             m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.reason),
                          tout.fails[i].slot.eq(slot)]
         m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
         m.d.comb += [
-            prefetcher.observe.eq(move & ~squash),
-            prefetcher.request.eq(held_req),
+            prefetcher.observe.eq(pending & ~squash),
+            prefetcher.request.eq(entry),
+            prefetcher.demand.eq(move & ~squash),
+            prefetcher.demanded.eq(head),
             prefetcher.degree.eq(regs.degree),
         ]
         # Prefetches leave from a register, as the other outputs do (a squash leaves them alone).
         m.submodules.pf_req_reg = pf_req = RegisterSlice(self.pf_req.payload.shape())
         wiring.connect(m, prefetcher.pf, pf_req.i)
         wiring.connect(m, pf_req.o, wiring.flipped(self.pf_req))
-        return held
 
     def _pipeline_inputs(self, m, loaders, orders, pipeline):
         """The pipeline's three inputs, each following request order."""

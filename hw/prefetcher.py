@@ -1,37 +1,43 @@
 """The prefetcher (paper, section 6.1, item 2, and Table 5): lines of the tiles to come, into the L2.
 
-It watches the metadata of every accepted TEPL. Per stream (mask, scale, values) it learns the
-address delta between consecutive accepted tiles and, while that delta is in 1..``MAX_DELTA``,
-prefetches every line up to the end of the stream ``degree`` tiles ahead: through line
-(addr + degree * delta + len - 1) div 64. A value stream's delta is the previous tile's length, so
-in sparse mode this follows the compressed sizes as they go.
+It watches the metadata of every accepted TEPL (``observe``) and of every tile whose lines a tile
+context starts to read (``demand``: the request leaves the PE's request queue, at least a cycle
+after its acceptance). Per stream (mask, scale, values) it learns the address delta between
+consecutive accepted tiles and, while that delta is in 1..``MAX_DELTA``, prefetches every line up
+to the end of the stream ``degree`` tiles ahead: through line (addr + degree * delta + len - 1)
+div 64. A value stream's delta is the previous tile's length, so in sparse mode this follows the
+compressed sizes as they go. The lines of a tile accepted but not yet demanded are prefetched too:
+the request queue lengthens the lookahead by the tiles waiting in it.
 
-**Passes.** Per stream it keeps the current *pass*: the highest start address seen (``front``), the
-lowest line and the highest line demanded or prefetched (``low``, ``top``). The loaders may
-accept tiles out of order, so a tile may start below ``front``; it belongs to the pass as long as
-it starts at most ``window_tiles(loaders)`` of its own lengths below ``front`` (the smallest
-power of two >= 2 x loaders: the reordering of the loaders and the reissue after a squash). A
-tile starting further back begins a new pass (another matrix, or the same one again): ``low`` and
-``top`` restart from it and nothing is prefetched for it. A tile in the pass only raises ``top``
-and lowers ``low``; a backwards step learns nothing.
+**Passes.** Per stream it keeps the current *pass*: the highest start address accepted
+(``front``), the lowest line accepted and the highest line demanded or prefetched (``low``,
+``top``). The ports may accept tiles out of order, so a tile may start below ``front``; it belongs
+to the pass as long as it starts at most ``window_tiles(loaders)`` of its own lengths below
+``front`` (the smallest power of two >= 2 x loaders: the reordering of the ports and the reissue
+after a squash). A tile starting further back begins a new pass (another matrix, or the same one
+again): ``low`` restarts at its first line and ``top`` just below it, and nothing is prefetched for
+it. An accepted tile in the pass lowers ``low``; a backwards step learns nothing. A demanded tile
+not below ``low`` raises ``top`` over its last line.
 
 **Guarantee.** Within a pass, a stream prefetches only lines above ``top``, one at a time, each
-raising ``top``: no line twice, and no line of a tile accepted (demanded) in the pass. No stream
-prefetches a line inside another stream's current pass, [low, top] (it skips it), so where the
-regions of the streams meet (the ``memory_image`` layout: values, masks, scales one after the
-other) no line is prefetched twice or after its demand either. A new pass may prefetch lines of
-an earlier one again. Prefetches past the matrix's last tile (up to ``degree`` tiles past each
-stream's end) remain; the testbench counts them as wasted bytes. A stream absent from a request
-(length 0) leaves the pass and blocks no other stream. The state survives a squash.
+raising ``top``: no line twice, and no line of a tile demanded in the pass after its demand (a
+demand reaches ``top`` before the next prefetch is chosen, below). No stream prefetches a line
+inside another stream's current pass, [low, top] (it skips it), so where the regions of the
+streams meet (the ``memory_image`` layout: values, masks, scales one after the other) no line is
+prefetched twice or after its demand either. A new pass may prefetch lines of an earlier one
+again, and a pass starting in line 0 never prefetches that line. Prefetches past the matrix's
+last tile (up to ``degree`` tiles past each stream's end) remain; the testbench counts them as
+wasted bytes. A stream absent from a request (length 0) leaves the pass and blocks no other
+stream. The state survives a squash.
 
-**Pipeline and latency.** Observations are registered (stage 0), then the adds (stage 1), the
-pass update (stage 2), the degree x delta partial products (into stage 3) and the target line
-(stage 3). A prefetch goes out from registered flags, recomputed one cycle after any change of
-state, and not while an observation is in stages 0 to 2 (so ``top`` already covers a tile's lines
-when the next prefetch is chosen). The first prefetch after an acceptance in cycle t, on an idle
-prefetcher with ``pf.ready`` high, is valid in cycle t + ``LATENCY``; then one line every two
-cycles at most. Adds use a parallel-prefix carry network (``fast_add``): no path is longer than
-one add or compare and a few gates.
+**Pipeline and latency.** Observations and demands are registered (stage 0), then the adds (stage
+1), the pass update (stage 2), the degree x delta partial products (into stage 3) and the target
+line (stage 3). A prefetch goes out from registered flags, recomputed one cycle after any change
+of state, and not while an observation is in stages 0 to 2 or a demand in stages 0 and 1 (so
+``top`` already covers a demanded tile's lines when the next prefetch is chosen). The first
+prefetch after an acceptance in cycle t, on an idle prefetcher with ``pf.ready`` high, is valid in
+cycle t + ``LATENCY``; then one line every two cycles at most. Adds use a parallel-prefix carry
+network (``fast_add``): no path is longer than one add or compare and a few gates.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
@@ -59,22 +65,35 @@ class Prefetcher(wiring.Component):
         super().__init__({
             "observe": In(1),  # a request is accepted this cycle
             "request": In(tepl_request_layout(addr_bits, id_bits)),
+            "demand": In(1),  # a request reaches its tile context this cycle, which reads its lines
+            "demanded": In(tepl_request_layout(addr_bits, id_bits)),
             "degree": In(4),
             "pf": Out(stream.Signature(prefetch_layout(addr_bits))),
         })
 
     def elaborate(self, platform):
         m = Module()
-        states = [self._pass(m, s, *stream_fields(self.request)[s]) for s in Stream]
+        states = [self._pass(m, s, *stream_fields(self.request)[s], *stream_fields(self.demanded)[s]) for s in Stream]
         self._issue(m, states)
         return m
 
-    def _pass(self, m, s, addr, length):
+    def _pass(self, m, s, addr, length, demand_addr, demand_length):
         """Stages 0 to 3 of one stream; returns its state and pipeline signals."""
         A, lines, name = self.addr_bits, self.addr_bits - 6, s.name.lower()
 
         def sig(what, shape=1):
             return Signal(shape, name=f"{what}_{name}")
+
+        def last_byte(a, n):
+            # a + n - 1 = a + n + (2^A - 1): one carry-save step, then one add.
+            return fast_add(m, ~(a ^ n), Cat(Const(0), (a | n)[:A - 1]))[:A]
+
+        # The demand of a tile: stage 0 registers it, stage 1 its first line - 1 and last line.
+        dv0, da0, dn0 = sig("dv0"), sig("da0", A), sig("dn0", len(demand_length))
+        m.d.sync += [dv0.eq(self.demand & (demand_length != 0)), da0.eq(demand_addr), dn0.eq(demand_length)]
+        dv1, dstart_m1, dend_line = sig("dv1"), sig("dstart_m1", lines + 1), sig("dend_line", lines)
+        m.d.sync += [dv1.eq(dv0), dstart_m1.eq(fast_add(m, da0[6:], Const(-1, lines + 1))[:lines + 1]),
+                     dend_line.eq(last_byte(da0, dn0)[6:])]
 
         # Stage 0: what was accepted.
         v0, idle0, a0, n0 = sig("v0"), sig("idle0"), sig("a0", A), sig("n0", len(length))
@@ -85,8 +104,7 @@ class Prefetcher(wiring.Component):
         last, last_valid = sig("last", A), sig("last_valid")
         with m.If(v0):
             m.d.sync += [last.eq(a0), last_valid.eq(1)]
-        # a + n - 1 = a + n + (2^A - 1): one carry-save step, then one add.
-        end = fast_add(m, ~(a0 ^ n0), Cat(Const(0), (a0 | n0)[:A - 1]))[:A]
+        end = last_byte(a0, n0)
         # The window's edge, window_tiles x length above the start: the low half and its carry, and
         # the high half plus one, for a carry-select compare in stage 2.
         half = A // 2
@@ -124,22 +142,25 @@ class Prefetcher(wiring.Component):
         with m.If(v2):
             m.d.sync += target.eq(fast_add(m, sum2, carry2)[6:A])
 
-        # Later statements win: the pass update overrides a target of the pass before.
+        # A demanded tile of the pass (not below its low line) raises the top over its lines.
+        with m.If(dv1 & live & (dstart_m1.as_signed() >= low_m1.as_signed()) & (dend_line > top)):
+            m.d.sync += top.eq(dend_line)
+        # Later statements win: the pass update overrides a target of the pass before, and a new
+        # pass a demand of the pass before.
         with m.If(idle1):
             m.d.sync += [live.eq(0), target.eq(0)]
         with m.If(v1):
             m.d.sync += live.eq(1)
             with m.If(new_pass):
-                m.d.sync += [front.eq(a1), low_m1.eq(start_m1_1), top.eq(end_line), target.eq(0)]
+                m.d.sync += [front.eq(a1), low_m1.eq(start_m1_1), top.eq(Mux(start_m1_1[lines], 0, start_m1_1[:lines])),
+                             target.eq(0)]
             with m.Else():
                 with m.If(a1 > front):
                     m.d.sync += front.eq(a1)
                 with m.If(start_m1_1.as_signed() < low_m1.as_signed()):
                     m.d.sync += low_m1.eq(start_m1_1)
-                with m.If(end_line > top):
-                    m.d.sync += top.eq(end_line)
         return {"top": top, "target": target, "low_m1": low_m1, "live": live,
-                "busy": v0 | v1 | v2, "update": v1 | idle1 | v2}
+                "busy": v0 | v1 | v2 | dv0 | dv1, "update": v1 | idle1 | v2 | dv1}
 
     def _issue(self, m, states):
         """Prefetches from flags registered one cycle earlier: a stream wants its next line (top + 1)

@@ -2,7 +2,7 @@
 directions of a stream link, an output buffer for a port's stream, wide held registers built for
 their enable's fanout, and registers around a block synthesized alone."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -86,6 +86,42 @@ class OutputBuffer(wiring.Component):
         m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), count.eq(after), room.eq(after < 2)]
         m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
                      self.o.payload.eq(Mux(rp, slots[1], slots[0]))]
+        return m
+
+
+class RegisterQueue(wiring.Component):
+    """A FIFO of ``depth`` registers for wide entries, built for its enables' fanout: a free entry
+    loads ``w_data`` in every cycle, so a write only marks the entry at the write pointer taken, and
+    a read only moves the read pointer; ``r_data`` is the entry at the read pointer (a multiplexer
+    of registers). ``w_rdy`` (not full) and ``r_rdy`` (not empty) are registers' compares; a write
+    is read from the next cycle on. The ports are those of Amaranth's FIFOs (``amaranth.lib.fifo``)."""
+
+    def __init__(self, shape, depth):
+        self.depth = depth
+        super().__init__({"w_data": In(shape), "w_en": In(1), "w_rdy": Out(1),
+                          "r_data": Out(shape), "r_en": In(1), "r_rdy": Out(1), "level": Out(range(depth + 1))})
+
+    def elaborate(self, platform):
+        m = Module()
+        entries = Array(Signal.like(self.r_data, name=f"entry{k}") for k in range(self.depth))
+        taken = Signal(self.depth)
+        wp, rp = Signal(range(self.depth)), Signal(range(self.depth))
+        push, pop = self.w_en & self.w_rdy, self.r_en & self.r_rdy
+        for k in range(self.depth):
+            with m.If(~taken[k]):
+                m.d.sync += entries[k].eq(self.w_data)
+
+        def advance(pointer):
+            return Mux(pointer == self.depth - 1, 0, pointer + 1)
+
+        with m.If(push):
+            m.d.sync += wp.eq(advance(wp))
+        with m.If(pop):
+            m.d.sync += rp.eq(advance(rp))
+        m.d.sync += [taken.eq(taken & ~Mux(pop, 1 << rp, 0) | Mux(push, 1 << wp, 0)),
+                     self.level.eq(self.level + push - pop)]
+        m.d.comb += [self.w_rdy.eq(self.level != self.depth), self.r_rdy.eq(self.level != 0),
+                     self.r_data.eq(entries[rp])]
         return m
 
 

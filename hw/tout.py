@@ -3,9 +3,10 @@
 Two things are kept apart from the loaders, so that a loader takes its next TEPL as soon as its
 tile has left its queues:
 
-- **The accepted requests, in order** (``slots`` = loaders + buffers records: id, failed, reason).
-  A request is accepted only while a record is free (``room``); ``accept`` writes its id into
-  record ``slot``, and a loader whose request fails a check marks that record (``fails``, before
+- **The accepted requests, in order** (``slots`` = waiting + loaders + buffers records: id, failed,
+  reason).
+  A request is accepted only while a record is free (``room``, which keeps one more for a request
+  accepted in the cycle before ``accept`` writes it); ``accept`` writes its id into record ``slot``, and a loader whose request fails a check marks that record (``fails``, before
   any of the request has flowed). The oldest record is the ``head``, whose completion goes out next.
 - **The buffers** (``buffers`` of one tile, 1 KB each) form a ring in tile order: a tile takes the
   next buffer with its first chunk, fills it in order, and its completion frees it. ``chunks`` is
@@ -52,13 +53,15 @@ def memory_rows(W):
 
 class TOut(wiring.Component):
     """See the module docstring; ``loaders``: the ports of ``fails``; ``buffers``: tile buffers
-    (default one per loader). ``done``: the head's last beat is loaded into ``resp`` in this cycle;
-    ``busy``: a record is in use or a beat waits in ``resp``."""
+    (default one per loader); ``waiting``: requests accepted before a loader takes them. ``done``:
+    the head's last beat is loaded into ``resp`` in this cycle; ``busy``: a record is in use or a
+    beat waits in ``resp``."""
 
-    def __init__(self, W, id_bits, loaders, buffers=None):
+    def __init__(self, W, id_bits, loaders, buffers=None, waiting=0):
         self.W, self.loaders = W, loaders
         self.buffers = loaders if buffers is None else buffers
-        self.slots = loaders + self.buffers  # a request is in a loader or has a buffer, or failed
+        # A request waits for a loader, is in one or has a buffer, or failed.
+        self.slots = waiting + loaders + self.buffers
         super().__init__({
             "accept": In(1),
             "accept_id": In(id_bits),
@@ -91,10 +94,11 @@ class TOut(wiring.Component):
         tail, first = Signal(range(n)), Signal(range(n))
         count = Signal(range(n + 1))
         in_use = count != 0
-        # ``room`` is a register, so that the PE's request move starts at a flip-flop.
+        # ``room`` is a register that keeps a record for an acceptance on its way (the PE registers
+        # ``accept``), so that no input of the PE reaches the count.
         room = Signal(init=1)
         counted = count + self.accept - self.done
-        m.d.sync += [count.eq(counted), room.eq(counted < n)]
+        m.d.sync += [count.eq(counted), room.eq(counted + 1 < n)]
         m.d.comb += [self.room.eq(room), self.slot.eq(tail), self.busy.eq(in_use | self.resp.valid),
                      self.head.eq(records[first])]
         with m.If(self.accept):

@@ -13,7 +13,7 @@ from .expander import Expander
 from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
 from .lut_array import LUTArray
 from .params import LOADERS, TILES_PER_LOADER
-from .pe import PE, check_pe_params, tile_context
+from .pe import PE, check_pe_params, request_queue_entries, tile_context
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .prefix_sum import WindowUnit
@@ -66,7 +66,8 @@ UNITS = {
     "scaling_stage": Unit("the scaling stage: max(1, W/16) scale decoders and W BF16 scalers",
                           lambda W, L, **_: ScalingStage(W)),
     "tout": Unit("the TOut buffers and the completion port",
-                 lambda W, L, id_bits, loaders, **_: TOut(W, id_bits, loaders * TILES_PER_LOADER, buffers=loaders)),
+                 lambda W, L, id_bits, loaders, **_: TOut(W, id_bits, loaders * TILES_PER_LOADER, buffers=loaders,
+                                                                    waiting=request_queue_entries(loaders) + 1)),
 }
 
 

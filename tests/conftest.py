@@ -44,17 +44,15 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(scope="session")
-def generated(tmp_path_factory):
-    """``generated(W, L, design="pe")``: the Verilog path, generated once per session (it takes
-    seconds to tens of seconds per design)."""
-    from deca.hw.generate import generate
-
-    out = tmp_path_factory.mktemp("verilog")
-    cache = {}
+def generated():
+    """``generated(W, L, design="pe")``: the Verilog path, generated once for all test workers and
+    the measurements (``deca.hw.generate.generate_cached`` in the campaigns' cache): it takes seconds
+    to a minute per design."""
+    from deca.hw.generate import generate_cached
+    from deca.hw.params import LOADERS
+    from deca.sim.measure.campaign import DESIGN, VERILOG_CACHE
 
     def get(W, L, design="pe"):
-        if (W, L, design) not in cache:
-            cache[W, L, design] = generate(W, L, out, design=design)
-        return cache[W, L, design]
+        return generate_cached(W, L, VERILOG_CACHE, design=design, **DESIGN, loaders=LOADERS)
 
     return get

@@ -319,7 +319,7 @@ class LoaderSpec(BlockSpec):
     """Any configuration and any request metadata; the pipeline takes every beat; no line comes
     back (the checks below need none).
 
-    Contract: the cycle after a request is accepted, the loader is CHECKING; the cycle after, it is
+    Contract: for the two cycles after a request is accepted, the loader is CHECKING; the cycle after, it is
     FAILED with the first reason of ``ErrorReason``'s list that applies (from the list's wording, not
     the loader's code) and announces the failure (``fails``, with ``reason``) exactly then, or it is
     ACTIVE when none applies; a FAILED request has handed out its skip beats, and the loader is idle
@@ -352,32 +352,32 @@ class LoaderSpec(BlockSpec):
             first = Mux(applies, reason.value, first)
 
         want = Signal(ErrorReason)
-        since = Signal(range(4))  # cycles since the last accepted request
+        since = Signal(range(5))  # cycles since the last accepted request
         accepted = Signal()
         with m.If(p.req.valid & p.req.ready):
             m.d.sync += [want.eq(first), since.eq(0), accepted.eq(1)]
-        with m.Elif(since < 3):
+        with m.Elif(since < 4):
             m.d.sync += since.eq(since + 1)
-        with m.If(accepted & (since == 0)):
+        with m.If(accepted & (since <= 1)):
             m.d.comb += [Assert(p.state.as_value() == LoaderState.CHECKING.value, "not checking after a request"),
                          Assert(~p.fails, "a failure announced before the verdict")]
-        with m.If(accepted & (since == 1)):
+        with m.If(accepted & (since == 2)):
             m.d.comb += [Assert(p.state.as_value() == Mux(want == ErrorReason.NONE, LoaderState.ACTIVE.value, LoaderState.FAILED.value),
                                 "wrong state after a request"),
                          Assert((want == ErrorReason.NONE) | (p.reason.as_value() == want.as_value()), "wrong error reason"),
                          Assert(p.fails == (want != ErrorReason.NONE), "a failure not announced, or a false one")]
             with m.If(want != ErrorReason.NONE):
                 m.d.comb += Assert(p.fail_reason.as_value() == want.as_value(), "wrong announced reason")
-        with m.If(accepted & (want != ErrorReason.NONE) & (since == 2)):
+        with m.If(accepted & (want != ErrorReason.NONE) & (since == 3)):
             m.d.comb += Assert(p.state.as_value() == LoaderState.IDLE.value, "the skip beats of a failed request are not out")
 
 
 def test_malformed_request_fails_with_its_reason_and_skips():
-    prove(LoaderSpec(loader.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 5, "loader")
+    prove(LoaderSpec(loader.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 6, "loader")
 
 
 def test_loader_mutant_with_off_by_one_wrap_check_fails():
     """A stream ending on the last byte of the address space taken for a wrap is caught."""
     bad = mutant(loader, "low[k] & low[:k].any()", "low[k]")
     with pytest.raises(FormalFailure, match="wrong state|wrong error reason|wrong announced reason|a failure not announced"):
-        prove(LoaderSpec(bad.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 5, "loader_mutant")
+        prove(LoaderSpec(bad.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 6, "loader_mutant")

@@ -8,6 +8,7 @@ The scaler's lanes are checked on every BF16 value by evaluating their netlist w
 (tests/aig.py), and on random values in the Python simulator.
 """
 
+from collections import deque
 from fractions import Fraction
 
 import numpy as np
@@ -24,7 +25,7 @@ from deca.hw.lut_array import LUTArray
 from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
-from deca.hw.stages import OutputBuffer, RegisteredPorts, RegisterSlice
+from deca.hw.stages import OutputBuffer, RegisteredPorts, RegisterSlice, RegisterQueue
 from deca.hw.unpacker import READ_LATENCY, CodeUnpacker
 
 from aig import Netlist
@@ -724,3 +725,36 @@ def test_register_slice_passes_every_beat_in_order_with_ready_from_a_register(ki
     run(dut, tb, clocked=True)
     assert got == beats
     assert rate["gaps"] == ({2} if kind == "no_skid" else {1}), rate
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_register_queue_is_a_fifo_with_ready_from_registers(depth, rng):
+    """Random writes and reads against a Python deque: every entry comes out in order, a write is
+    readable in the next cycle, the queue fills to ``depth``, and neither ``w_rdy`` nor ``r_rdy``
+    moves with ``w_en`` or ``r_en`` in the same cycle."""
+    dut = RegisterQueue(16, depth)
+    model, got = deque(), []
+
+    async def tb(ctx):
+        levels = set()
+        for cycle in range(600):
+            write, read = rng.random() < 0.55, rng.random() < 0.5
+            value = int(rng.integers(1 << 16))
+            rdys = ctx.get(dut.w_rdy), ctx.get(dut.r_rdy)
+            for w, r in ((1, 1), (write, read)):
+                ctx.set(dut.w_en, w)
+                ctx.set(dut.r_en, r)
+                assert (ctx.get(dut.w_rdy), ctx.get(dut.r_rdy)) == rdys, f"cycle {cycle}: a ready follows an enable"
+            ctx.set(dut.w_data, value)
+            assert rdys == (len(model) < depth, len(model) > 0) and ctx.get(dut.level) == len(model), cycle
+            levels.add(len(model))
+            if read and model:
+                assert ctx.get(dut.r_data) == model.popleft(), f"cycle {cycle}"
+                got.append(cycle)
+            if write and rdys[0]:
+                model.append(value)
+            await ctx.tick()
+        assert levels == set(range(depth + 1)), levels
+
+    run(dut, tb, clocked=True)
+    assert len(got) > 100

@@ -5,13 +5,17 @@ import pytest
 import numpy as np
 from amaranth.sim import Simulator
 
+from deca.golden import compress
 from deca.hw import pe
-from deca.hw.params import ParameterError
-from deca.hw.pe import PE, ROW_LATENCY
+from deca.hw.params import TILES_PER_LOADER, ParameterError
+from deca.hw.pe import PE, ROW_LATENCY, request_queue_entries
 from deca.golden.format import TILE_ELEMS, TILE_ROWS
 from deca.hw.tout import TOut
-from deca.sim.bench.bus import AmaranthBus
+from deca.sim.bench.bus import AmaranthBus, drive_idle
 from deca.sim.bench.pe_bench import PROCEDURES, Bench
+from deca.sim.bench.ports import PePorts
+from deca.sim.bench.registers import configure
+from deca.sim.bench.stimulus import DEFAULT_BASE, tile_batch
 
 #: Every scheme (codebooks of Q = 3, 5 and 8) at three densities, and a few at two.
 ALL = {"densities": [1, 0.2, 0], "codebook_sizes": [5, 20, 200]}
@@ -185,3 +189,50 @@ def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monke
         written = chunks[tile * per_tile + -(-32 * (row + 1) // W) - 1]
         assert cycle == max(written + ROW_LATENCY, previous + 1), f"tile {tile} row {row}: chunk at {written}, row at {cycle}"
         previous = cycle
+
+
+@pytest.mark.parametrize("loaders", [2, 3])
+def test_ports_take_tepls_into_the_request_queue_while_the_contexts_wait(loaders, seed):
+    """With memory never answering, the ports take exactly one TEPL per tile context plus one per
+    request queue entry, then stay not ready; the prefetcher runs ahead of the queued tiles too
+    (it sees a TEPL when the queue takes it), and never prefetches a line already demanded."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    dut = PE(8, 4, loaders=loaders)
+    ports = PePorts(loaders=loaders)
+    cm = compress(rng.standard_normal((16, 32 * 40)).astype(np.float32), "bf8", density=0.05)
+    batch = tile_batch(cm, "bf8@0.05", DEFAULT_BASE)
+    taken, demanded, prefetched = [], set(), []
+
+    async def bench(ctx):
+        bus = AmaranthBus(ctx, dut)
+        drive_idle(bus, ports.inputs)
+        await configure(bus, batch.config, 5)
+        bus.set("mem_req__ready", 1)
+        bus.set("pf_req__ready", 1)
+        for cycle in range(300):
+            request = batch.requests[len(taken)]
+            bus.set("tepl_req__0__valid", 1)
+            bus.set("tepl_req__0__payload", ports.tepl_req.pack({**request.meta, "id": len(taken)}))
+            if bus.get("tepl_req__0__ready"):
+                taken.append(cycle)
+            if bus.get("mem_req__valid"):
+                demanded.add(ports.mem_req.unpack(bus.get("mem_req__payload"))["addr"])
+            if bus.get("pf_req__valid"):
+                prefetched.append(ports.pf_req.unpack(bus.get("pf_req__payload"))["addr"])
+                assert prefetched[-1] not in demanded, f"cycle {cycle}: line {prefetched[-1]:#x} prefetched after its demand"
+            await bus.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    held = loaders * TILES_PER_LOADER + request_queue_entries(loaders)
+    assert len(taken) == held, taken
+    # The queued tiles' lines, demanded by no context, are prefetched: the lines of the tiles up to
+    # PREFETCH.DEGREE past the last one taken.
+    queued = batch.requests[loaders * TILES_PER_LOADER:held]
+    queued_lines = {line * 64 for r in queued for s in ("val", "mask")
+                    for line in range(r.meta[f"{s}_addr"] // 64, (r.meta[f"{s}_addr"] + r.meta[f"{s}_len"] - 1) // 64 + 1)}
+    assert queued_lines - demanded <= set(prefetched), sorted(queued_lines - demanded - set(prefetched))
+    assert len(set(prefetched)) == len(prefetched)

@@ -24,19 +24,25 @@ def streams(req):
     return [(s, req[a], req[n]) for s, (a, n) in FIELDS.items() if req[n]]
 
 
-def run(dut, schedule, degree, ready=lambda cycle: True, quiet=60):
-    """Accept ``schedule`` [(cycle, request)] (increasing cycles), then run until no prefetch was
-    valid for ``quiet`` cycles; returns [(cycle, line)] prefetched."""
+def run(dut, schedule, degree, ready=lambda cycle: True, quiet=60, demands=None):
+    """Accept ``schedule`` [(cycle, request)] (increasing cycles) and demand ``demands`` [(cycle,
+    request)] (by default each request one cycle after its acceptance, as a tile context takes it
+    from an empty request queue), then run until no prefetch was valid for ``quiet`` cycles;
+    returns [(cycle, line)] prefetched."""
     layout = tepl_request_layout(48, 8)
     issued, at = [], dict(schedule)
+    demand_at = dict(demands if demands is not None else [(c + 1, r) for c, r in schedule])
 
     async def bench(ctx):
         ctx.set(dut.degree, degree)
-        cycle, end = 0, max(at) + quiet
+        cycle, end = 0, max(*at, *demand_at) + quiet
         while cycle < end:
             ctx.set(dut.observe, cycle in at)
             if cycle in at:
                 ctx.set(dut.request, layout.const(at[cycle]))
+            ctx.set(dut.demand, cycle in demand_at)
+            if cycle in demand_at:
+                ctx.set(dut.demanded, layout.const(demand_at[cycle]))
             ctx.set(dut.pf.ready, ready(cycle))
             if ctx.get(dut.pf.valid):
                 end = max(end, cycle + quiet)
@@ -55,25 +61,29 @@ def run(dut, schedule, degree, ready=lambda cycle: True, quiet=60):
 
 
 def reference_prefetches(requests, degree, window=4):
-    """Lines each stream prefetches when it has time for all of them and the streams' regions are
-    apart: a tile starting more than ``window`` of its lengths below the highest start so far
-    begins a new pass; otherwise prefetch above the highest line demanded or prefetched, through
-    (addr + degree * delta + len - 1) div 64, delta from the previous tile, if 1 <= delta <= 2^16."""
+    """Lines each stream prefetches when it has time for all of them, the streams' regions are
+    apart and each tile is demanded after its acceptance's prefetches and before the next
+    acceptance. An accepted tile starting more than ``window`` of its lengths below the highest
+    start so far begins a new pass (lowest line: its first); otherwise prefetch above the highest
+    line demanded or prefetched, through (addr + degree * delta + len - 1) div 64, delta from the
+    previous tile, if 1 <= delta <= 2^16. A demanded tile not below the pass's lowest line raises
+    the highest line over its own."""
     out, last, passes = {s: [] for s in Stream}, {}, {}
     for req in requests:
         for s, addr, length in streams(req):
-            end = (addr + length - 1) // LINE
+            start, end = addr // LINE, (addr + length - 1) // LINE
             delta = addr - last[s] if s in last else 0
             last[s] = addr
             if s not in passes or addr + window * length < passes[s]["front"]:
-                passes[s] = {"front": addr, "top": end}
-                continue
-            p = passes[s]
-            p["front"], p["top"] = max(p["front"], addr), max(p["top"], end)
-            if degree and 1 <= delta <= MAX_DELTA:
-                target = (addr + degree * delta + length - 1) // LINE
-                out[s] += range(p["top"] + 1, target + 1)
-                p["top"] = max(p["top"], target)
+                passes[s] = p = {"front": addr, "low": start, "top": start - 1}
+            else:
+                p = passes[s]
+                p["front"], p["low"] = max(p["front"], addr), min(p["low"], start)
+                if degree and 1 <= delta <= MAX_DELTA:
+                    target = (addr + degree * delta + length - 1) // LINE
+                    out[s] += range(p["top"] + 1, target + 1)
+                    p["top"] = max(p["top"], target)
+            p["top"] = max(p["top"], end)  # the demand
     return out
 
 
@@ -91,8 +101,10 @@ def test_prefetcher_follows_deltas_without_repeats(degree, rng):
         requests.append(dict(val_addr=val, val_len=n, mask_addr=0x50_0003 + 64 * t, mask_len=64,
                              scale_addr=scale, scale_len=32, id=t))
         val += n
-    # 300 cycles between requests: time to issue all a request allows (one line per two cycles).
-    issued = run(Prefetcher(48, 8), [(300 * t, req) for t, req in enumerate(requests)], degree)
+    # 300 cycles between requests: time to issue all a request allows (one line per two cycles)
+    # before its demand, 150 cycles later.
+    issued = run(Prefetcher(48, 8), [(300 * t, req) for t, req in enumerate(requests)], degree,
+                 demands=[(300 * t + 150, req) for t, req in enumerate(requests)])
     want = reference_prefetches(requests, degree)
     assert sorted(line for _, line in issued) == sorted(line for lines in want.values() for line in lines)
     assert len({line for _, line in issued}) == len(issued)
@@ -151,10 +163,17 @@ def test_no_line_twice_or_after_demand_in_any_order(scheme, density, align, load
         gaps = rng.integers(1, 40, tiles) if trial else np.full(tiles, 80)  # 1: back to back
         cycles = np.cumsum(gaps)
         stalls = rng.random(int(cycles[-1]) + 5000) < (0.3 if trial else 0)
-        issued = run(dut, [(int(c), requests[t]) for c, t in zip(cycles, order)], degree, lambda c: not stalls[c])
-        # A loader demands its tile's lines from the cycle after acceptance on.
+        # A tile context takes the request queue's head (acceptance order) one cycle or more after
+        # its acceptance (in order: at once, as from an empty queue), and demands its lines from
+        # the cycle after on.
+        waits = rng.integers(1, 60, tiles) if trial else np.ones(tiles, int)
+        takes = cycles + waits
+        for t in range(1, tiles):
+            takes[t] = max(takes[t], takes[t - 1] + 1)
+        issued = run(dut, [(int(c), requests[t]) for c, t in zip(cycles, order)], degree, lambda c: not stalls[c],
+                     demands=[(int(c), requests[t]) for c, t in zip(takes, order)])
         demanded = {}
-        for c, t in zip(cycles, order):
+        for c, t in zip(takes, order):
             for _, addr, length in streams(requests[t]):
                 for line in range(addr // LINE, (addr + length - 1) // LINE + 1):
                     demanded.setdefault(line, int(c) + 1)
@@ -187,7 +206,7 @@ def test_no_line_twice_or_after_demand_in_any_order(scheme, density, align, load
                     prev_addr, prev_len = previous[s]
                     reach = (prev_addr + degree * (prev_addr - before[s]) + prev_len - 1) // LINE
                     for line in range(addr // LINE, min(reach, (addr + length - 1) // LINE) + 1):
-                        assert first.get(line, math.inf) < demanded[line] or demanded[line] < cycles[t] + 1, \
+                        assert first.get(line, math.inf) < demanded[line] or demanded[line] < takes[t] + 1, \
                             f"{label}: tile {t} line {line:#x} not prefetched"
 
 
