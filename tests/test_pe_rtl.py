@@ -37,7 +37,7 @@ def design_ids(designs):
 
 
 #: The default run builds the two smaller designs; W = 64, L = 64 (a five-minute Verilator build on
-#: two cores) runs with the full matrix under -m slow, and is linted and compiled by test_verilog.
+#: two cores) runs with the full matrix under -m slow, as its lint and compile in test_verilog do.
 DEFAULT_DESIGNS = DESIGNS[:2]
 
 

@@ -11,9 +11,11 @@ from deca.hw.generate import top_name
 from deca.toolchain import LINT_WAIVERS, ToolError, icarus_compile, verilator_compile, verilator_lint
 
 DESIGNS = [(8, 4), (32, 8), (64, 64)]
+#: W = 64, L = 64 (two minutes to generate and lint) under -m slow, with its other long checks.
+LINTED = [pytest.param(W, L, marks=pytest.mark.slow) if (W, L) == (64, 64) else (W, L) for W, L in DESIGNS]
 
 
-@pytest.mark.parametrize("W,L", DESIGNS, ids=[f"W{W}L{L}" for W, L in DESIGNS])
+@pytest.mark.parametrize("W,L", LINTED, ids=[f"W{W}L{L}" for W, L in DESIGNS])
 def test_pe_lints_and_compiles(W, L, generated, tmp_path):
     path = generated(W, L)
     top = top_name("pe", W, L)
