@@ -59,6 +59,7 @@ def test_a_dequantization_bound_run_follows_the_bubble_rule(tmp_path, seed):
     assert r["util_deca"] > 0.9 and r["util_mem"] < 0.8
 
 
+@pytest.mark.slow  # Icarus: two and a half minutes of the default run's twenty
 def test_icarus_and_verilator_measure_the_same_cycles(tmp_path, seed):
     # Same RTL, same models, same seed: every count must agree, cycle for cycle (a sparse workload in
     # TEPL mode, a scaled one in store-and-fence mode: Icarus takes minutes for more).
