@@ -6,7 +6,7 @@ tile has left its queues:
 - **The accepted requests, in order** (``slots`` = waiting + loaders + buffers records: id, failed,
   reason).
   A request is accepted only while a record is free (``room``, which keeps one more for a request
-  accepted in the cycle before ``accept`` writes it); ``accept`` writes its id into record ``slot``, and a loader whose request fails a check marks that record (``fails``, before
+  accepted in the cycle before ``accept`` writes it); ``accept`` writes its id into the next record (in acceptance order), and a loader whose request fails a check marks that record (``fails``, before
   any of the request has flowed). The oldest record is the ``head``, whose completion goes out next.
 - **The buffers** (``buffers`` of one tile, 1 KB each) form a ring in tile order: a tile takes the
   next buffer with its first chunk, fills it in order, and its completion frees it. ``chunks`` is
@@ -66,7 +66,6 @@ class TOut(wiring.Component):
             "accept": In(1),
             "accept_id": In(id_bits),
             "room": Out(1),
-            "slot": Out(range(self.slots)),
             "fails": In(fail_layout(self.slots)).array(loaders),
             "chunks": In(stream.Signature(out_layout(W))),
             "head": Out(record_layout(id_bits)),
@@ -99,7 +98,7 @@ class TOut(wiring.Component):
         room = Signal(init=1)
         counted = count + self.accept - self.done
         m.d.sync += [count.eq(counted), room.eq(counted + 1 < n)]
-        m.d.comb += [self.room.eq(room), self.slot.eq(tail), self.busy.eq(in_use | self.resp.valid),
+        m.d.comb += [self.room.eq(room), self.busy.eq(in_use | self.resp.valid),
                      self.head.eq(records[first])]
         with m.If(self.accept):
             m.d.sync += [records[tail].id.eq(self.accept_id), records[tail].failed.eq(0),
