@@ -68,3 +68,35 @@ def fast_sum(m, operands, carry_in=0):
     down to two, then ``fast_add``."""
     width = max(len(Value.cast(v)) for v in operands) + 1
     return fast_add(m, *carry_save(operands, width), carry_in)[:width]
+
+
+def at_least(m, a, b, signed=False):
+    """``a >= b`` as the carry out of ``a - b`` through ``fast_add``: Yosys's compares map to
+    chains as its adds do. Operands are extended to the wider one (sign-extended if ``signed``)."""
+    a, b = Value.cast(a), Value.cast(b)
+    width = max(len(a), len(b))
+
+    def extend(v):
+        v = v.as_signed() if signed else v.as_unsigned()
+        v = Cat(v, v[-1].replicate(width - len(v))) if signed else Cat(v, Const(0, width - len(v)))
+        return v ^ (1 << (width - 1)) if signed else v  # signed order is unsigned order with the sign flipped
+
+    return fast_add(m, extend(a), ~extend(b), carry_in=1)[width]
+
+
+class _Apart(Elaboratable):
+    def __init__(self, value, name):
+        self.value, self.out = value, Signal(len(value), name=name)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.out.eq(self.value)
+        return m
+
+
+def apart(m, value, name):
+    """``value`` computed in a submodule of ``m``: ABC maps each module alone, so logic that reads
+    it cannot be merged into it (a late input then only drives the gates after it)."""
+    part = _Apart(Value.cast(value), name)
+    m.submodules[name] = part
+    return part.out

@@ -65,12 +65,27 @@ def scale_stream_len(scale_format, scale_group):
 
 def _wraps(m, addr, length, addr_bits):
     """addr + length - 1 carries out of the address bits: the bits above the length's are all ones
-    and the low ones plus the length exceed 2^k (k bits of length). One k-bit parallel-prefix add:
-    a full-width one, or a ripple carry, would be the request's longest path."""
+    and the low ones plus the length minus one carry out of k bits (k bits of length). That is the
+    carry out of k + 1 bits of a + n + (2^k - 1), one carry-save step (~(a ^ n) and (a | n) << 1)
+    and one k + 1-bit parallel-prefix add: a full-width add, or a ripple carry, would be the
+    request's longest path."""
     k = len(length)
-    low = fast_add(m, addr[:k], length)
+    low = addr[:k]
+    carry = fast_add(m, ~(low ^ length), Cat(C(0), low | length))[k + 1]
     high = addr[k:addr_bits].all() if addr_bits > k else 1
-    return (length != 0) & high & low[k] & low[:k].any()
+    return (length != 0) & high & carry
+
+
+#: ones x Q for each Q: (shift of the first copy, shift of the second or None; -1: minus ones).
+Q_SHIFTS = {1: (0, None), 2: (1, None), 3: (1, 0), 4: (2, None), 5: (2, 0), 6: (2, 1), 7: (3, -1), 8: (3, None),
+            16: (4, None)}
+assert set(Q_SHIFTS) == set(Q_BITS)
+
+
+def _count_sum(m, counts):
+    """The sum of ``counts`` (unsigned), wide enough for any values."""
+    width = sum((1 << len(c)) - 1 for c in counts).bit_length()
+    return fast_sum(m, [Cat(c, C(0, width - len(c))) for c in counts])[:width]
 
 
 def request_checks(m, req, mode, addr_bits):
@@ -187,9 +202,13 @@ class Loader(wiring.Component):
                      flowing.eq((state_next == LoaderState.ACTIVE) & checked_next)]
 
         # The window unit takes the mask while its value length is checked, and its vOps wait for
-        # the verdict; a failure resets it with the tile's vOps.
+        # the verdict; a failure resets it with the tile's vOps, a cycle later (from a register:
+        # the reset fans out to the whole unit; the tile is no longer ACTIVE by then, so nothing
+        # enters or leaves the unit in between).
+        failed = Signal()
+        m.d.sync += failed.eq(failure)
         m.d.comb += [
-            window_reset.eq(self.squash | failure),
+            window_reset.eq(self.squash | failed),
             window.sparse.eq(self.mode.sparse),
             window.tiles.valid.eq(active & mask_q.beats.valid),
             window.tiles.payload.mask.eq(mask_q.beats.payload.data),
@@ -286,7 +305,9 @@ class Loader(wiring.Component):
         mask = mask_q.beats.payload.data
         sums = [mask[k] for k in range(len(mask))]
         for n, group in enumerate((8, 8, len(mask) // 64)):
-            sums = [popcount(sums[k:k + group]) for k in range(0, len(sums), group)]
+            # Counts of counts as carry-save sums (a tree of adds maps to ripples of carries).
+            sums = [popcount(sums[k:k + group]) if n == 0 else _count_sum(m, sums[k:k + group])
+                    for k in range(0, len(sums), group)]
             regs = [Signal(len(v), name=f"ones{n}_{k}") for k, v in enumerate(sums)]
             if n == 0:
                 with m.If(step == 0):  # the first step holds the beat's counts
@@ -294,10 +315,24 @@ class Loader(wiring.Component):
             else:
                 m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
             sums = regs
-        # ones x Q as a carry-save sum of shifted copies (a multiplier maps to a ripple of adds).
-        q = self.mode.q
-        bits, matches = Signal(len(sums[0]) + len(q)), Signal()
-        m.d.sync += [bits.eq(fast_sum(m, [Mux(q[i], sums[0] << i, 0) for i in range(len(q))])),
+        # ones x Q as one add of two shifted copies (7: 8 x ones - ones), picked by Q: a multiplier
+        # maps to a ripple of adds, a sum of all five shifts to a deeper one.
+        q, ones = self.mode.q, sums[0]
+        bits, matches = Signal(len(ones) + len(q)), Signal()
+        width = len(bits)
+        wide = Cat(ones, C(0, width - len(ones)))
+        # Q decoded into a register (the configuration does not change while a tile is loaded), the
+        # copies picked by its one-hot bits (an AND-OR, not a chain of multiplexers).
+        is_q = Signal(len(Q_SHIFTS))
+        m.d.sync += [is_q[k].eq(q == code) for k, code in enumerate(Q_SHIFTS)]
+        first, second, minus = C(0, width), C(0, width), C(0)
+        for k, (shift, other) in enumerate(Q_SHIFTS.values()):
+            first = first | Mux(is_q[k], wide << shift, 0)
+            if other == -1:
+                second, minus = second | Mux(is_q[k], ~wide, 0), minus | is_q[k]
+            elif other is not None:
+                second = second | Mux(is_q[k], wide << other, 0)
+        m.d.sync += [bits.eq(fast_add(m, first, second, minus)[:width]),
                      matches.eq((bits + 7) // 8 == meta.val_len)]
         with m.If(accept):
             m.d.sync += step.eq(0)

@@ -31,26 +31,29 @@ wasted bytes. A stream absent from a request (length 0) leaves the pass and bloc
 stream. The state survives a squash.
 
 **Pipeline and latency.** Observations and demands are registered (stage 0), then the adds (stage
-1), the pass update (stage 2), the degree x delta partial products (into stage 3) and the target
-line (stage 3). A prefetch goes out from registered flags, recomputed one cycle after any change
-of state, and not while an observation is in stages 0 to 2 or a demand in stages 0 and 1 (so
-``top`` already covers a demanded tile's lines when the next prefetch is chosen). The first
-prefetch after an acceptance in cycle t, on an idle prefetcher with ``pf.ready`` high, is valid in
-cycle t + ``LATENCY``; then one line every two cycles at most. Adds use a parallel-prefix carry
-network (``fast_add``): no path is longer than one add or compare and a few gates.
+1), the pass's compares (against the pass and against the tile a stage ahead, which updates it in
+that cycle) and the degree x delta partial products (stage 2), the pass update and the target line
+(stage 3). A demand's first and last lines are computed in stage 1 and raise ``top`` in stage 3, a
+cycle after its own acceptance's pass update at the earliest. A prefetch goes out from registered
+flags, recomputed one cycle after any change of state, and not while an observation or a demand is
+in stages 0 to 2 (so ``top`` already covers a demanded tile's lines when the next prefetch is
+chosen). The first prefetch after an acceptance in cycle t (demanded in cycle t + 1, as from an
+empty request queue), on an idle prefetcher with ``pf.ready`` high, is valid in cycle t + ``LATENCY``; then one line every two cycles at most. Adds and compares
+use a parallel-prefix carry network (``fast_add``, ``at_least``): no path is longer than one add or
+compare and a few gates.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import fast_add
+from .arith import apart, at_least, fast_add
 from .layouts import Stream, prefetch_layout, stream_fields, tepl_request_layout
 from .params import LOADERS
 
 MAX_DELTA = 1 << 16
 #: Cycles from an accepted TEPL (``observe``) to its first prefetch on ``pf`` (the paper gives none).
-LATENCY = 5
+LATENCY = 6
 
 
 def window_tiles(loaders):
@@ -88,79 +91,107 @@ class Prefetcher(wiring.Component):
             # a + n - 1 = a + n + (2^A - 1): one carry-save step, then one add.
             return fast_add(m, ~(a ^ n), Cat(Const(0), (a | n)[:A - 1]))[:A]
 
-        # The demand of a tile: stage 0 registers it, stage 1 its first line - 1 and last line.
+        # The demand of a tile: stage 0 registers it, stage 1 its first line - 1 and last line,
+        # stage 2 applies it, after the pass update of its own acceptance (which is a cycle or more
+        # before the demand, three stages before the update).
         dv0, da0, dn0 = sig("dv0"), sig("da0", A), sig("dn0", len(demand_length))
         m.d.sync += [dv0.eq(self.demand & (demand_length != 0)), da0.eq(demand_addr), dn0.eq(demand_length)]
         dv1, dstart_m1, dend_line = sig("dv1"), sig("dstart_m1", lines + 1), sig("dend_line", lines)
         m.d.sync += [dv1.eq(dv0), dstart_m1.eq(fast_add(m, da0[6:], Const(-1, lines + 1))[:lines + 1]),
                      dend_line.eq(last_byte(da0, dn0)[6:])]
+        dv2, dend2 = sig("dv2"), sig("dend2", lines)
+        m.d.sync += [dv2.eq(dv1), dend2.eq(dend_line)]
 
         # Stage 0: what was accepted.
         v0, idle0, a0, n0 = sig("v0"), sig("idle0"), sig("a0", A), sig("n0", len(length))
         m.d.sync += [v0.eq(self.observe & (length != 0)), idle0.eq(self.observe & (length == 0)),
                      a0.eq(addr), n0.eq(length)]
 
-        # Stage 1: end of the tile, window edge, delta from the previous accepted tile.
-        last, last_valid = sig("last", A), sig("last_valid")
+        # Stage 1: end of the tile, window edge, delta from the previous accepted tile. The delta's
+        # low 17 bits are a subtraction; it is below 2^17 when the high bits are equal, or one
+        # apart with a borrow from the low ones (``last_inc``: the previous tile's high bits + 1).
+        last, last_inc, last_valid = sig("last", A), sig("last_inc", A - 16), sig("last_valid")
         with m.If(v0):
-            m.d.sync += [last.eq(a0), last_valid.eq(1)]
+            m.d.sync += [last.eq(a0), last_inc.eq(fast_add(m, a0[17:], 0, 1)), last_valid.eq(1)]
         end = last_byte(a0, n0)
-        # The window's edge, window_tiles x length above the start: the low half and its carry, and
-        # the high half plus one, for a carry-select compare in stage 2.
-        half = A // 2
-        edge_lo, high_inc = fast_add(m, a0[:half], n0 << self.window_shift), fast_add(m, a0[half:], 0, 1)
-        delta = fast_add(m, a0, ~last, 1)  # bit A: a0 >= last
+        edge = fast_add(m, a0, n0 << self.window_shift)  # window_tiles x length above the start
+        low_delta = fast_add(m, a0[:17], ~last[:17], 1)  # bit 17: no borrow
+        # The borrow comes late: it only picks one of the two compares, made apart.
+        same = apart(m, a0[17:] == last[17:], f"same_{name}")
+        next_ = apart(m, Cat(a0[17:], Const(0)) == last_inc, f"next_{name}")
+        high_match = Mux(low_delta[17], same, next_)
         start_m1 = fast_add(m, a0[6:], Const(-1, lines + 1))[:lines + 1]  # start line - 1, signed
-        v1, idle1, a1, end1 = sig("v1"), sig("idle1"), sig("a1", A), sig("end1", A)
-        edge_lo1, high_inc1 = sig("edge_lo1", half + 1), sig("high_inc1", A - half + 1)
+        v1, idle1, a1, end1, edge1 = sig("v1"), sig("idle1"), sig("a1", A), sig("end1", A), sig("edge1", A + 1)
         start_m1_1, forward1, d1 = sig("start_m1_1", lines + 1), sig("forward1"), sig("d1", 17)
-        m.d.sync += [v1.eq(v0), idle1.eq(idle0), a1.eq(a0), end1.eq(end), edge_lo1.eq(edge_lo), high_inc1.eq(high_inc),
-                     start_m1_1.eq(start_m1), d1.eq(delta[:17]),
-                     forward1.eq(last_valid & delta[A] & (delta[17:A] == 0))]  # 0 <= delta < 2^17
+        m.d.sync += [v1.eq(v0), idle1.eq(idle0), a1.eq(a0), end1.eq(end), edge1.eq(edge), start_m1_1.eq(start_m1),
+                     d1.eq(low_delta[:17]), forward1.eq(last_valid & high_match)]  # 0 <= delta < 2^17
         streaming1 = forward1 & d1.any() & ~(d1[16] & d1[:16].any())  # 1 <= delta <= MAX_DELTA
 
-        # Stage 2: the pass (front, low - 1, top) and the degree x delta partial products.
+        # Stage 2: the pass's compares and the degree x delta partial products. The tile in stage 3
+        # (``prev``) updates the pass in this cycle, so each compare is made against the pass and
+        # against ``prev`` too, and stage 3 picks the answer once it knows whether ``prev`` began a
+        # new pass (then the pass is ``prev``'s alone) or not (then the front is the higher and the
+        # low line the lower of the two).
         front, live = sig("front", A), sig("live")
         low_m1, top, target = Signal(lines + 1, name=f"low_m1_{name}"), sig("top", lines), sig("target", lines)
-        # The edge below the front: compared by halves, the high half with and without the carry.
-        low_below = edge_lo1[:half] < front[:half]
-        high = a1[half:]
-        below = [(h < front[half:]) | (h == front[half:]) & low_below for h in (high, high_inc1)]
-        new_pass = ~live | Mux(edge_lo1[half], below[1], below[0])
-        end_line = end1[6:]
         deg = self.degree
         part_lo = fast_add(m, Mux(deg[0], d1, 0), Mux(deg[1], d1 << 1, 0))
         part_hi = fast_add(m, Mux(deg[2], d1 << 2, 0), Mux(deg[3], d1 << 3, 0))
         # Near the top of the address space the target could wrap: no prefetching there.
         wraps = end1[len(part_hi):].all()
         # end + lo + hi as two numbers (a carry-save step), added in stage 3.
-        v2, sum2, carry2 = sig("v2"), sig("sum2", A), sig("carry2", A)
-        m.d.sync += [v2.eq(v1 & ~new_pass & streaming1 & ~wraps), sum2.eq(end1 ^ part_lo ^ part_hi),
+        v2, idle2, a2, start2, aims2, sum2, carry2 = (sig("v2"), sig("idle2"), sig("a2", A), sig("start2", lines + 1),
+                                                      sig("aims2"), sig("sum2", A), sig("carry2", A))
+        m.d.sync += [v2.eq(v1), idle2.eq(idle1), a2.eq(a1), start2.eq(start_m1_1), aims2.eq(streaming1 & ~wraps),
+                     sum2.eq(end1 ^ part_lo ^ part_hi),
                      carry2.eq(Cat(Const(0), end1 & part_lo | end1 & part_hi | part_lo & part_hi))]
+        # below: the window's edge is below the front; higher: the start is above it; lower: the
+        # start line is below the low line; *_prev: the same against ``prev`` (none: as if it were
+        # not a bound).
+        below, below_prev, higher, higher_prev, lower, lower_prev = (sig(n) for n in (
+            "below", "below_prev", "higher", "higher_prev", "lower", "lower_prev"))
+        m.d.sync += [below.eq(~at_least(m, edge1, front)), below_prev.eq(v2 & ~at_least(m, edge1, a2)),
+                     higher.eq(~at_least(m, front, a1)), higher_prev.eq(~v2 | ~at_least(m, a2, a1)),
+                     lower.eq(~at_least(m, start_m1_1, low_m1, signed=True)),
+                     lower_prev.eq(~v2 | ~at_least(m, start_m1_1, start2, signed=True))]
 
-        # Stage 3: the target line.
-        with m.If(v2):
-            m.d.sync += target.eq(fast_add(m, sum2, carry2)[6:A])
-
-        # A demanded tile of the pass (not below its low line) raises the top over its lines.
-        with m.If(dv1 & live & (dstart_m1.as_signed() >= low_m1.as_signed()) & (dend_line > top)):
-            m.d.sync += top.eq(dend_line)
-        # Later statements win: the pass update overrides a target of the pass before, and a new
-        # pass a demand of the pass before.
-        with m.If(idle1):
+        # Stage 3: the pass update and the target line.
+        prev_new = sig("prev_new")  # ``prev`` began a new pass
+        new_pass = ~live | Mux(prev_new, below_prev, below | below_prev)
+        lowered = v2 & (new_pass | Mux(prev_new, lower_prev, lower & lower_prev))  # low_m1 becomes start2
+        new_top = Mux(start2[lines], 0, start2[:lines])
+        m.d.sync += prev_new.eq(v2 & new_pass)
+        # A demanded tile of the pass (not below its low line) raises the top over its lines. Its
+        # compares are made a stage early, against the state and against what may replace it in
+        # that cycle (no prefetch goes out while a demand is in flight): a new pass's low line and
+        # top, or the top a demand a stage ahead raises.
+        ge_low, ge_start, gt_top, gt_new, gt_raised = (sig(n) for n in ("ge_low", "ge_start", "gt_top", "gt_new",
+                                                                         "gt_raised"))
+        raised, low_was_lowered = sig("raised"), sig("low_was_lowered")
+        m.d.sync += [ge_low.eq(at_least(m, dstart_m1, low_m1, signed=True)),
+                     ge_start.eq(at_least(m, dstart_m1, start2, signed=True)),
+                     gt_top.eq(~at_least(m, top, dend_line)), gt_new.eq(~at_least(m, new_top, dend_line)),
+                     gt_raised.eq(~at_least(m, dend2, dend_line)), low_was_lowered.eq(lowered)]
+        raise_ = dv2 & live & Mux(low_was_lowered, ge_start, ge_low) & Mux(prev_new, gt_new, Mux(raised, gt_raised, gt_top))
+        m.d.sync += raised.eq(raise_ & ~(v2 & new_pass))
+        with m.If(raise_):
+            m.d.sync += top.eq(dend2)
+        with m.If(idle2):
             m.d.sync += [live.eq(0), target.eq(0)]
-        with m.If(v1):
+        with m.If(v2):
             m.d.sync += live.eq(1)
             with m.If(new_pass):
-                m.d.sync += [front.eq(a1), low_m1.eq(start_m1_1), top.eq(Mux(start_m1_1[lines], 0, start_m1_1[:lines])),
+                m.d.sync += [front.eq(a2), low_m1.eq(start2), top.eq(new_top),
                              target.eq(0)]
             with m.Else():
-                with m.If(a1 > front):
-                    m.d.sync += front.eq(a1)
-                with m.If(start_m1_1.as_signed() < low_m1.as_signed()):
-                    m.d.sync += low_m1.eq(start_m1_1)
+                with m.If(Mux(prev_new, higher_prev, higher & higher_prev)):
+                    m.d.sync += front.eq(a2)
+                with m.If(Mux(prev_new, lower_prev, lower & lower_prev)):
+                    m.d.sync += low_m1.eq(start2)
+                with m.If(aims2):
+                    m.d.sync += target.eq(fast_add(m, sum2, carry2)[6:A])
         return {"top": top, "target": target, "low_m1": low_m1, "live": live,
-                "busy": v0 | v1 | v2 | dv0 | dv1, "update": v1 | idle1 | v2 | dv1}
+                "busy": v0 | v1 | v2 | dv0 | dv1 | dv2, "update": v2 | idle2 | dv2}
 
     def _issue(self, m, states):
         """Prefetches from flags registered one cycle earlier: a stream wants its next line (top + 1)
@@ -172,9 +203,10 @@ class Prefetcher(wiring.Component):
         nexts = [Signal(lines, name=f"next_{s.name.lower()}") for s in Stream]
         for k, st in enumerate(states):
             top = st["top"]
-            in_other = Cat(other["live"] & (Cat(top, Const(0)).as_signed() >= other["low_m1"].as_signed())
-                          & (top < other["top"]) for j, other in enumerate(states) if j != k).any()
-            m.d.sync += [pending[k].eq(st["live"] & (st["target"] > top) & (self.degree != 0)), blocked[k].eq(in_other),
+            in_other = Cat(other["live"] & at_least(m, Cat(top, Const(0)), other["low_m1"], signed=True)
+                          & ~at_least(m, top, other["top"]) for j, other in enumerate(states) if j != k).any()
+            m.d.sync += [pending[k].eq(st["live"] & ~at_least(m, top, st["target"]) & (self.degree != 0)),
+                         blocked[k].eq(in_other),
                          nexts[k].eq(fast_add(m, top, 0, 1)[:lines])]
         go = fresh & ~busy
         want, skip = pending & ~blocked, pending & blocked

@@ -43,11 +43,21 @@ class TagTable(wiring.Component):
         stale = Signal(self.entries)
         lines = [Signal(line_layout(), name=f"line{i}") for i in range(self.entries)]
 
-        # The lowest free entry: a priority encoder.
+        # ``free`` and ``tag`` (the lowest free entry) are registers, computed from the next cycle's
+        # ``busy``: the allocation they enable starts at flip-flops. The next ``tag`` is chosen
+        # with and without this cycle's allocation (``kept``: the entries still busy, returns
+        # done), so that the allocation only picks one of the two.
+        busy_next, kept = Signal(self.entries), Signal(self.entries)
+        free = Signal(init=1)
+        m.d.sync += [busy.eq(busy_next), free.eq(~busy_next.all())]
+        lowest = [Signal(range(self.entries), name=f"lowest_{n}") for n in ("kept", "taken")]
         for i in reversed(range(self.entries)):
-            with m.If(~busy[i]):
-                m.d.comb += self.tag.eq(i)
-        m.d.comb += [self.free.eq(~busy.all()), self.outstanding.eq(busy.any())]
+            with m.If(~kept[i]):
+                m.d.comb += lowest[0].eq(i)
+            with m.If(~kept[i] & (self.tag != i)):
+                m.d.comb += lowest[1].eq(i)
+        m.d.sync += self.tag.eq(Mux(self.alloc, lowest[1], lowest[0]))
+        m.d.comb += [self.free.eq(free), self.outstanding.eq(busy.any())]
 
         # An entry's line is written the cycle after it is taken (``alloc`` and ``alloc_line`` wait
         # for the loader's pick: registered first, they reach one register each, not every entry's);
@@ -61,15 +71,16 @@ class TagTable(wiring.Component):
                     m.d.comb += [self.line.eq(Mux(taken_d[i], line_d, lines[i])), self.stale.eq(stale[i])]
 
         for i in range(self.entries):
-            m.d.comb += taken[i].eq(self.alloc & ~busy[i] & (busy[:i].all() if i else 1))  # entry i is ``tag``
+            m.d.comb += taken[i].eq(self.alloc & (self.tag == i))
             returned = self.lookup & (self.lookup_tag == i)
+            m.d.comb += [kept[i].eq(busy[i] & ~returned), busy_next[i].eq(kept[i] | taken[i])]
             with m.If(taken_d[i]):
                 m.d.sync += lines[i].eq(line_d)
             with m.If(taken[i]):
                 # Taken in an abort's cycle, it belongs to the aborted tile.
-                m.d.sync += [busy[i].eq(1), stale[i].eq(self.discard)]
+                m.d.sync += stale[i].eq(self.discard)
             with m.Elif(returned):
-                m.d.sync += [busy[i].eq(0), stale[i].eq(0)]
+                m.d.sync += stale[i].eq(0)
             with m.Elif(self.discard):
                 m.d.sync += stale[i].eq(busy[i])
         return m

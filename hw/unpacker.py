@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import Q_BITS
 
-from .arith import fast_sum
+from .arith import fast_add
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
 from .stages import hold
 
@@ -107,12 +107,22 @@ class CodeUnpacker(wiring.Component):
                     m.d.sync += word.word_select(k, 8).eq(rot_data.word_select(k, 8))
 
         # Next cycle's write: a held beat with room for a whole beat behind the next cycle's ``ptr``,
-        # after this cycle's write.
+        # after this cycle's write. ``lead`` is a register: the next cycle's ``wp`` plus a beat,
+        # updated with both outcomes of the decision ready, so that the decision is one subtraction
+        # and a compare.
+        lead = Signal(len(self.wp), init=beat_bits)
+        after = Mux(accept, fast_add(m, lead, beat.nbytes * 8)[:len(lead)], fast_add(m, lead, bits)[:len(lead)])
+
+        # lead - ptr is between a beat and 1.5 x size (size = 2^(n-1) for n-bit pointers: W and L
+        # are powers of two), so it is at most size when ptr - lead, modulo 2^n, is at least 2^(n-1):
+        # one subtraction's top bit, no compare.
+        assert size == 1 << (len(self.wp) - 1)
+
         def fits(ptr):
-            return fast_sum(m, [self.wp, self.added, Const(beat_bits, len(ptr)), ~ptr], carry_in=1)[:len(ptr)] <= size
+            return fast_add(m, ptr, ~lead, carry_in=1)[len(ptr) - 1]
         write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
         m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next),
-                     self.added.eq(Mux(write_next, bits_next, 0))]
+                     self.added.eq(Mux(write_next, bits_next, 0)), lead.eq(Mux(write_next, after, lead))]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]

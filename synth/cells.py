@@ -6,6 +6,7 @@ The memories the macro rule picks (``deca.synth.sram``) stay ``$mem_v2`` cells (
 power come from ``deca.synth.sta`` on the mapped netlist.
 """
 
+import fnmatch
 import functools
 import gzip
 import hashlib
@@ -26,6 +27,11 @@ from .tools import run_yosys, yosys_version
 
 #: The vendored ASAP7 standard cells (7.5-track RVT, typical corner, NLDM; see synth/pdk/asap7).
 ASAP7_LIBERTIES = tuple(sorted(sram.PDK.glob("asap7sc7p5t_*.lib.gz")))
+#: ASAP7 cells the mapping may not use: OpenROAD-flow-scripts' list for the platform. The fractional
+#: drive strengths (``xp33``, ``x1p5``...) are too weak for the loads placement will add (left in,
+#: ABC builds chains of 40-50 ps ``HB1xp67`` hold buffers on fanouts), scan flip-flops and clock
+#: gates are not what the RTL asks for.
+ASAP7_DONT_USE = ("*x1p*_ASAP7*", "*xp*_ASAP7*", "SDF*", "ICG*")
 TECHNOLOGIES = ("asap7", "generic")
 #: The paper's clock (section 7.4), where power is computed.
 POWER_GHZ = 2.5
@@ -52,6 +58,7 @@ class Technology:
     macro_liberties: tuple = sram.FAKERAM
     min_macro_bits: int = sram.MIN_MACRO_BITS
     activity: float = DEFAULT_ACTIVITY
+    dont_use: tuple = ()     # glob patterns of cells left out of the mapping and the buffer trees
 
     @property
     def cells(self):
@@ -64,7 +71,9 @@ def technology(name="asap7", liberties=None, min_macro_bits=sram.MIN_MACRO_BITS)
         return Technology("liberty", tuple(Path(p) for p in liberties), min_macro_bits=min_macro_bits)
     if name not in TECHNOLOGIES:
         raise ValueError(f"unknown technology {name!r} (one of {', '.join(TECHNOLOGIES)})")
-    return Technology(name, ASAP7_LIBERTIES if name == "asap7" else (), min_macro_bits=min_macro_bits)
+    if name == "asap7":
+        return Technology(name, ASAP7_LIBERTIES, min_macro_bits=min_macro_bits, dont_use=ASAP7_DONT_USE)
+    return Technology(name, min_macro_bits=min_macro_bits)
 
 
 #: Gates have no power-on values: the registers' initial values are dropped after ``proc``, which
@@ -78,12 +87,13 @@ def front_script(verilog, top):
                       "opt", "memory -nomap", "write_rtlil front.il"]) + "\n"
 
 
-def cells_script(top, liberties, macro_shapes, constrained):
+def cells_script(top, liberties, macro_shapes, constrained, dont_use=()):
     """Pass 2: ``synth`` without its ABC run and with only the non-macro memories mapped to
-    flip-flops, then registers and logic mapped to the liberty cells (ABC with a delay target and,
-    when ``constrained``, buffering and gate sizing against ``ABC_CONSTR``)."""
+    flip-flops, then registers and logic mapped to the liberty cells but those of ``dont_use`` (ABC
+    with a delay target and, when ``constrained``, buffering and gate sizing against ``ABC_CONSTR``)."""
     libs = " ".join(f"-liberty {name}" for name in liberties)
-    abc = f"abc -D {TARGET_PS:g} " + (f"-constr {ABC_CONSTR} " if constrained else "") + libs
+    usable = " ".join([*(f"-dont_use {pattern}" for pattern in dont_use), libs])
+    abc = f"abc -D {TARGET_PS:g} " + (f"-constr {ABC_CONSTR} " if constrained else "") + usable
     marks = [f"setattr -set deca_macro 1 t:$mem_v2 r:WIDTH={width} %i r:SIZE={words} %i"
              for words, width in sorted(macro_shapes)]
     lines = ["read_rtlil front.il", f"synth -top {top} -noabc -run coarse:fine", *marks,
@@ -91,7 +101,7 @@ def cells_script(top, liberties, macro_shapes, constrained):
              # Each memory left in flip-flops keeps its own: the L LUT replicas hold the same entries,
              # and merged they would be one array instead of L physical read ports.
              "setattr -set keep 1 n:$memory*", "opt -full", "techmap", "opt -fast",
-             f"dfflegalize -cell {FF_CELL} 01", f"dfflibmap {libs}", abc, "opt_clean",
+             f"dfflegalize -cell {FF_CELL} 01", f"dfflibmap {usable}", abc, "opt_clean",
              f"tee -q -o stat.json stat {libs} -json", "rename -enumerate",
              f"write_blif -icells -conn -impltf -param {NETLIST}"]
     return "\n".join(lines) + "\n"
@@ -165,19 +175,21 @@ def _macro_list(design, model):
 
 
 @functools.lru_cache(maxsize=4)
-def _library(paths, stamps):
+def _library(paths, stamps, dont_use):
     lib = read_liberty(paths)
+    lib.cells = {name: c for name, c in lib.cells.items()
+                 if not any(fnmatch.fnmatchcase(name, pattern) for pattern in dont_use)}
     check_library(lib, paths)
     return lib
 
 
 def load_library(tech):
-    """The technology's cells, checked for what the flow needs (raises LibertyError naming the file);
-    read again only when a file changes."""
+    """The technology's cells but its ``dont_use``, checked for what the flow needs (raises
+    LibertyError naming the file); read again only when a file changes."""
     for path in tech.liberties:
         if not Path(path).is_file():
             raise LibertyError(f"liberty {path} does not exist")
-    return _library(tuple(tech.liberties), tuple(Path(p).stat().st_mtime_ns for p in tech.liberties))
+    return _library(tuple(tech.liberties), tuple(Path(p).stat().st_mtime_ns for p in tech.liberties), tech.dont_use)
 
 
 def _yosys_step(work, name, inputs, script, what, outputs):
@@ -214,7 +226,7 @@ def run_cells(work, verilog, top, source, tech, toggles=None):
     constr = f"set_driving_cell {buffer.name}\nset_load {ABC_OUTPUT_LOAD_FF}\n" if buffer else ""
     if buffer:
         (work / ABC_CONSTR).write_text(constr)
-    cells = cells_script(top, names, macro_shapes, buffer is not None)
+    cells = cells_script(top, names, macro_shapes, buffer is not None, tech.dont_use)
     seconds += _yosys_step(work, "cells", [_sha256(work / "front.il"), cells, constr, yosys,
                                            *(_sha256(work / name) for name in names)], cells,
                            f"Yosys mapping of {source} (top {top}) to {', '.join(names)}", (NETLIST, "stat.json"))

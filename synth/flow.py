@@ -150,7 +150,7 @@ def _cache_file(cache_dir, top, verilog_sha, script, tech, toggles=None):
     flow = [_sha256(path) for path in FLOW_SOURCES] + [f"{name} {version(name)}" for name in FLOW_PACKAGES]
     flow.append(yosys_version())
     if tech.cells:
-        flow += [tech.name, str(tech.min_macro_bits), str(tech.activity)]
+        flow += [tech.name, str(tech.min_macro_bits), str(tech.activity), *tech.dont_use]
         flow += [_sha256(path) for path in (*tech.liberties, *tech.macro_liberties)]
     if toggles is not None:
         flow.append(hashlib.sha256(toggles.to_json().encode()).hexdigest())

@@ -223,7 +223,7 @@ def test_tag_table_never_reuses_an_outstanding_tag():
 
 
 def test_tag_table_mutant_ignoring_busy_fails():
-    bad = mutant(tags, "with m.If(~busy[i]):\n                m.d.comb += self.tag", "with m.If(1):\n                m.d.comb += self.tag")
+    bad = mutant(tags, "with m.If(~kept[i]):\n                m.d.comb += lowest[0]", "with m.If(1):\n                m.d.comb += lowest[0]")
     with pytest.raises(FormalFailure, match="an outstanding tag is offered"):
         prove(TagTableSpec(bad.TagTable(4)), 10, "tag_table_mutant")
 
@@ -378,6 +378,6 @@ def test_malformed_request_fails_with_its_reason_and_skips():
 
 def test_loader_mutant_with_off_by_one_wrap_check_fails():
     """A stream ending on the last byte of the address space taken for a wrap is caught."""
-    bad = mutant(loader, "low[k] & low[:k].any()", "low[k]")
+    bad = mutant(loader, "Cat(C(0), low | length)", "Cat(C(1), low | length)")
     with pytest.raises(FormalFailure, match="wrong state|wrong error reason|wrong announced reason|a failure not announced"):
         prove(LoaderSpec(bad.Loader(8, 1, tags=2, sqq_bytes=256, addr_bits=16, id_bits=1)), 6, "loader_mutant")

@@ -13,13 +13,14 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from deca.golden.format import Q_BITS, TILE_ELEMS, read_codes
 from deca.golden.numerics import scale_mul
+from deca.hw.arith import at_least
 from deca.hw.layouts import ScaleFormat, physical_lanes, vop_layout
 from deca.hw.lut_array import LUTArray
 from deca.hw.params import dequant_lanes
@@ -758,3 +759,25 @@ def test_register_queue_is_a_fifo_with_ready_from_registers(depth, rng):
 
     run(dut, tb, clocked=True)
     assert len(got) > 100
+
+
+# --- arithmetic ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_at_least_compares_every_pair_of_mixed_width_operands(signed):
+    m = Module()
+    a, b, ge = Signal(5), Signal(3), Signal()
+    m.d.comb += ge.eq(at_least(m, a, b, signed=signed))
+
+    def value(bits, width):
+        return bits - (1 << width) if signed and bits >> (width - 1) else bits
+
+    async def bench(ctx):
+        for x in range(1 << 5):
+            for y in range(1 << 3):
+                ctx.set(a, x)
+                ctx.set(b, y)
+                assert ctx.get(ge) == (value(x, 5) >= value(y, 3)), (x, y)
+
+    run(m, bench, clocked=False)

@@ -114,15 +114,15 @@ def test_prefetcher_follows_deltas_without_repeats(degree, rng):
         assert not issued
 
 
-def test_prefetch_latency_is_five_cycles():
+def test_prefetch_latency_is_six_cycles():
     # Two tiles of 128-byte values 64 cycles apart; the second teaches delta 128: with degree 2 the
     # lines through (0x1080 + 2 * 128 + 127) div 64 = 71, above the demanded 67, i.e. 68..71.
     dut = Prefetcher(48, 8)
     tile = dict(mask_addr=0, mask_len=0, scale_addr=0, scale_len=0, id=0, val_len=128)
     issued = run(dut, [(0, {**tile, "val_addr": 0x1000}), (64, {**tile, "val_addr": 0x1080})], 2)
-    assert issued[0] == (64 + 5, 68)  # 5 cycles from acceptance: the latency hw/prefetcher.py states
+    assert issued[0] == (64 + 6, 68)  # 6 cycles from acceptance: the latency hw/prefetcher.py states
     assert [line for _, line in issued] == [68, 69, 70, 71]
-    assert [cycle for cycle, _ in issued] == [69, 71, 73, 75]  # one line every two cycles
+    assert [cycle for cycle, _ in issued] == [70, 72, 74, 76]  # one line every two cycles
 
 
 def acceptance_order(tiles, loaders, rng):

@@ -7,6 +7,7 @@ with SciPy, and the macro model is solved with exact fractions from the FakeRAM 
 """
 
 import argparse
+import fnmatch
 import gzip
 import json
 import re
@@ -502,7 +503,7 @@ def test_cache_invalidates_when_the_library_changes(results, synth_dir, tmp_path
         shutil.copyfile(path, tmp_path / path.name)
         copies.append(tmp_path / path.name)
     # The same library in other files: the cache answers.
-    same = cells.Technology("asap7", tuple(copies))
+    same = cells.Technology("asap7", tuple(copies), dont_use=cells.ASAP7_DONT_USE)
     assert flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same) == results[8, 4]
     # One cell's area changed: synthesized again.
     first = copies[0]
@@ -510,10 +511,17 @@ def test_cache_invalidates_when_the_library_changes(results, synth_dir, tmp_path
     first.write_bytes(gzip.compress(re.sub(r"area : ([\d.]+);", r"area : 1\1;", text, count=1).encode()))
     with pytest.raises(AssertionError, match="Yosys ran"):
         flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same)
-    # The macro rule is part of the key as well.
-    other = cells.Technology("asap7", cells.ASAP7_LIBERTIES, min_macro_bits=2048)
-    with pytest.raises(AssertionError, match="Yosys ran"):
-        flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=other)
+    # The macro rule and the cells left out are part of the key as well.
+    for other in (cells.Technology("asap7", cells.ASAP7_LIBERTIES, min_macro_bits=2048, dont_use=cells.ASAP7_DONT_USE),
+                  cells.Technology("asap7", cells.ASAP7_LIBERTIES)):
+        with pytest.raises(AssertionError, match="Yosys ran"):
+            flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=other)
+
+
+def test_no_cell_of_the_dont_use_list_is_mapped(results):
+    used = [name for name in results[8, 4].total.cells if name != sta.MACRO]
+    assert used and any(name.startswith("DFF") for name in used)
+    assert not [name for name in used if any(fnmatch.fnmatchcase(name, p) for p in cells.ASAP7_DONT_USE)]
 
 
 def test_failed_run_caches_nothing(tmp_path, monkeypatch):
