@@ -46,6 +46,9 @@ def fast_add(m, a, b, carry_in=0):
     return adder.sum
 
 
+#: Operand bits compared directly at the leaves of ``at_least``'s tree (a short chain).
+COMPARE_LEAF = 4
+
 _adders = weakref.WeakKeyDictionary()  # fast adds in each module so far, for their names
 
 
@@ -70,9 +73,11 @@ def fast_sum(m, operands, carry_in=0):
     return fast_add(m, *carry_save(operands, width), carry_in)[:width]
 
 
-def at_least(m, a, b, signed=False):
-    """``a >= b`` as the carry out of ``a - b`` through ``fast_add``: Yosys's compares map to
-    chains as its adds do. Operands are extended to the wider one (sign-extended if ``signed``)."""
+def at_least(a, b, signed=False):
+    """``a >= b`` as a balanced tree of compares of halves (the high halves decide unless equal):
+    Yosys's compares map to chains as its adds do. One expression, no kept signals, so the Amaranth
+    simulator evaluates it as fast as ``>=``. Operands are extended to the wider one
+    (sign-extended if ``signed``)."""
     a, b = Value.cast(a), Value.cast(b)
     width = max(len(a), len(b))
 
@@ -81,7 +86,15 @@ def at_least(m, a, b, signed=False):
         v = Cat(v, v[-1].replicate(width - len(v))) if signed else Cat(v, Const(0, width - len(v)))
         return v ^ (1 << (width - 1)) if signed else v  # signed order is unsigned order with the sign flipped
 
-    return fast_add(m, extend(a), ~extend(b), carry_in=1)[width]
+    def tree(x, y):  # (x >= y, x == y)
+        if len(x) <= COMPARE_LEAF:
+            return x >= y, x == y
+        half = len(x) // 2
+        ge_lo, eq_lo = tree(x[:half], y[:half])
+        ge_hi, eq_hi = tree(x[half:], y[half:])
+        return (ge_hi & ~eq_hi) | (eq_hi & ge_lo), eq_hi & eq_lo
+
+    return tree(extend(a), extend(b))[0]
 
 
 class _Apart(Elaboratable):

@@ -38,8 +38,9 @@ cycle after its own acceptance's pass update at the earliest. A prefetch goes ou
 flags, recomputed one cycle after any change of state, and not while an observation or a demand is
 in stages 0 to 2 (so ``top`` already covers a demanded tile's lines when the next prefetch is
 chosen). The first prefetch after an acceptance in cycle t (demanded in cycle t + 1, as from an
-empty request queue), on an idle prefetcher with ``pf.ready`` high, is valid in cycle t + ``LATENCY``; then one line every two cycles at most. Adds and compares
-use a parallel-prefix carry network (``fast_add``, ``at_least``): no path is longer than one add or
+empty request queue), on an idle prefetcher with ``pf.ready`` high, is valid in cycle t +
+``LATENCY``; then one line every two cycles at most. Adds use a parallel-prefix carry network
+(``fast_add``), compares a tree of halves (``at_least``): no path is longer than one add or
 compare and a few gates.
 """
 
@@ -150,10 +151,10 @@ class Prefetcher(wiring.Component):
         # not a bound).
         below, below_prev, higher, higher_prev, lower, lower_prev = (sig(n) for n in (
             "below", "below_prev", "higher", "higher_prev", "lower", "lower_prev"))
-        m.d.sync += [below.eq(~at_least(m, edge1, front)), below_prev.eq(v2 & ~at_least(m, edge1, a2)),
-                     higher.eq(~at_least(m, front, a1)), higher_prev.eq(~v2 | ~at_least(m, a2, a1)),
-                     lower.eq(~at_least(m, start_m1_1, low_m1, signed=True)),
-                     lower_prev.eq(~v2 | ~at_least(m, start_m1_1, start2, signed=True))]
+        m.d.sync += [below.eq(~at_least(edge1, front)), below_prev.eq(v2 & ~at_least(edge1, a2)),
+                     higher.eq(~at_least(front, a1)), higher_prev.eq(~v2 | ~at_least(a2, a1)),
+                     lower.eq(~at_least(start_m1_1, low_m1, signed=True)),
+                     lower_prev.eq(~v2 | ~at_least(start_m1_1, start2, signed=True))]
 
         # Stage 3: the pass update and the target line.
         prev_new = sig("prev_new")  # ``prev`` began a new pass
@@ -168,10 +169,10 @@ class Prefetcher(wiring.Component):
         ge_low, ge_start, gt_top, gt_new, gt_raised = (sig(n) for n in ("ge_low", "ge_start", "gt_top", "gt_new",
                                                                          "gt_raised"))
         raised, low_was_lowered = sig("raised"), sig("low_was_lowered")
-        m.d.sync += [ge_low.eq(at_least(m, dstart_m1, low_m1, signed=True)),
-                     ge_start.eq(at_least(m, dstart_m1, start2, signed=True)),
-                     gt_top.eq(~at_least(m, top, dend_line)), gt_new.eq(~at_least(m, new_top, dend_line)),
-                     gt_raised.eq(~at_least(m, dend2, dend_line)), low_was_lowered.eq(lowered)]
+        m.d.sync += [ge_low.eq(at_least(dstart_m1, low_m1, signed=True)),
+                     ge_start.eq(at_least(dstart_m1, start2, signed=True)),
+                     gt_top.eq(~at_least(top, dend_line)), gt_new.eq(~at_least(new_top, dend_line)),
+                     gt_raised.eq(~at_least(dend2, dend_line)), low_was_lowered.eq(lowered)]
         raise_ = dv2 & live & Mux(low_was_lowered, ge_start, ge_low) & Mux(prev_new, gt_new, Mux(raised, gt_raised, gt_top))
         m.d.sync += raised.eq(raise_ & ~(v2 & new_pass))
         with m.If(raise_):
@@ -203,9 +204,9 @@ class Prefetcher(wiring.Component):
         nexts = [Signal(lines, name=f"next_{s.name.lower()}") for s in Stream]
         for k, st in enumerate(states):
             top = st["top"]
-            in_other = Cat(other["live"] & at_least(m, Cat(top, Const(0)), other["low_m1"], signed=True)
-                          & ~at_least(m, top, other["top"]) for j, other in enumerate(states) if j != k).any()
-            m.d.sync += [pending[k].eq(st["live"] & ~at_least(m, top, st["target"]) & (self.degree != 0)),
+            in_other = Cat(other["live"] & at_least(Cat(top, Const(0)), other["low_m1"], signed=True)
+                          & ~at_least(top, other["top"]) for j, other in enumerate(states) if j != k).any()
+            m.d.sync += [pending[k].eq(st["live"] & ~at_least(top, st["target"]) & (self.degree != 0)),
                          blocked[k].eq(in_other),
                          nexts[k].eq(fast_add(m, top, 0, 1)[:lines])]
         go = fresh & ~busy

@@ -767,17 +767,17 @@ def test_register_queue_is_a_fifo_with_ready_from_registers(depth, rng):
 @pytest.mark.parametrize("signed", [False, True])
 def test_at_least_compares_every_pair_of_mixed_width_operands(signed):
     m = Module()
-    a, b, ge = Signal(5), Signal(3), Signal()
-    m.d.comb += ge.eq(at_least(m, a, b, signed=signed))
+    a, b, ge = Signal(9), Signal(3), Signal()  # 9 bits: two levels of the tree of halves
+    m.d.comb += ge.eq(at_least(a, b, signed=signed))
 
     def value(bits, width):
         return bits - (1 << width) if signed and bits >> (width - 1) else bits
 
     async def bench(ctx):
-        for x in range(1 << 5):
+        for x in range(1 << 9):
             for y in range(1 << 3):
                 ctx.set(a, x)
                 ctx.set(b, y)
-                assert ctx.get(ge) == (value(x, 5) >= value(y, 3)), (x, y)
+                assert ctx.get(ge) == (value(x, 9) >= value(y, 3)), (x, y)
 
     run(m, bench, clocked=False)
