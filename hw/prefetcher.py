@@ -44,7 +44,7 @@ empty request queue), on an idle prefetcher with ``pf.ready`` high, is valid in 
 compare and a few gates.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
