@@ -14,7 +14,11 @@ class _FastAdd(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        a, b, width = self.a, self.b, len(self.a)
+        width = len(self.a)
+        # The operands in signals: each is read three times below, and an expression would be
+        # written out (and simulated) once per read.
+        a, b = Signal(width), Signal(width)
+        m.d.comb += [a.eq(self.a), b.eq(self.b)]
         # Position 0 is the carry in; position i + 1 is bit i.
         gen, prop = Cat(Value.cast(self.carry_in)[0], a & b), Cat(Const(0), a ^ b)
         step = 1
@@ -52,25 +56,44 @@ COMPARE_LEAF = 4
 _adders = weakref.WeakKeyDictionary()  # fast adds in each module so far, for their names
 
 
-def carry_save(rows, width):
+class _CarrySave(Elaboratable):
+    def __init__(self, rows, width):
+        self.rows, self.width = rows, width
+        self.out = [Signal(width), Signal(width)]
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.width
+        rows = self.rows
+        while len(rows) > 2:
+            # Each level's rows in signals: a compressor reads each input three times, and nested
+            # expressions would be written out 3^levels times.
+            level = [Signal(width) for _ in rows]
+            m.d.comb += [s.eq(r) for s, r in zip(level, rows)]
+            rows = []
+            for k in range(0, len(level) - 2, 3):
+                x, y, z = level[k:k + 3]
+                rows += [x ^ y ^ z, Cat(Const(0, 1), x & y | x & z | y & z)[:width]]
+            rows += level[3 * (len(level) // 3):]
+        m.d.comb += [o.eq(r) for o, r in zip(self.out, rows)]
+        return m
+
+
+def carry_save(m, rows, width):
     """Rows (values, each already shifted to its weight) reduced to two whose sum is theirs, mod
     2^``width``, by levels of 3:2 full-adder compressors: about log1.5(n/2) full adders deep and no
-    carry chain. Add the two with ``fast_add``."""
-    rows = [Value.cast(r).as_unsigned() for r in rows]
-    while len(rows) > 2:
-        reduced = []
-        for k in range(0, len(rows) - 2, 3):
-            x, y, z = rows[k:k + 3]
-            reduced += [(x ^ y ^ z)[:width], Cat(Const(0, 1), x & y | x & z | y & z)[:width]]
-        rows = reduced + rows[3 * (len(rows) // 3):]
-    return rows
+    carry chain. Add the two with ``fast_add``. A submodule of ``m``, as ``fast_add``."""
+    part = _CarrySave([Value.cast(r).as_unsigned() for r in rows], width)
+    _adders[m] = _adders.get(m, 0) + 1
+    m.submodules[f"csa{_adders[m] - 1}"] = part
+    return part.out
 
 
 def fast_sum(m, operands, carry_in=0):
     """The sum of ``operands`` (unsigned, wrapping at the widest one's width plus one): ``carry_save``
     down to two, then ``fast_add``."""
     width = max(len(Value.cast(v)) for v in operands) + 1
-    return fast_add(m, *carry_save(operands, width), carry_in)[:width]
+    return fast_add(m, *carry_save(m, operands, width), carry_in)[:width]
 
 
 def at_least(a, b, signed=False):

@@ -151,7 +151,7 @@ def partial_products(m, value, scale):
                         Mux(digit[0], multiples[1], multiples[0])) << 2 * i)
     out = Signal(ProductRows)
     m.d.comb += [
-        Cat(out.sum, out.carry).eq(Cat(*carry_save(rows, 16))),
+        Cat(out.sum, out.carry).eq(Cat(*carry_save(m, rows, 16))),
         out.exp_low.eq(exp[:6] + scale.exp[:6]),
         out.value_exp_high.eq(exp[6:]),
         out.scale_exp_high.eq(scale.exp[6:]),
