@@ -8,17 +8,19 @@ from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal, Value
 
 
 class _FastAdd(Elaboratable):
-    def __init__(self, a, b, carry_in):
-        self.a, self.b, self.carry_in = a, b, carry_in
-        self.sum = Signal(len(a) + 1)
+    """The sum of ``rows`` (each ``width`` bits) and ``carry_in``, ``width`` + 1 bits: carry-save
+    levels down to two rows, then the carry network, all in this module (logic optimization works
+    on one module at a time). The two rows are signals: the network reads each three times."""
+
+    def __init__(self, rows, width, carry_in):
+        self.rows, self.width, self.carry_in = rows, width, carry_in
+        self.sum = Signal(width + 1)
 
     def elaborate(self, platform):
         m = Module()
-        width = len(self.a)
-        # The operands in signals: each is read three times below, and an expression would be
-        # written out (and simulated) once per read.
+        width = self.width
         a, b = Signal(width), Signal(width)
-        m.d.comb += [a.eq(self.a), b.eq(self.b)]
+        m.d.comb += Cat(a, b).eq(Cat(*carry_save(m, self.rows, width)))
         # Position 0 is the carry in; position i + 1 is bit i.
         gen, prop = Cat(Value.cast(self.carry_in)[0], a & b), Cat(Const(0), a ^ b)
         step = 1
@@ -36,6 +38,13 @@ class _FastAdd(Elaboratable):
         return m
 
 
+def _adder(m, rows, width, carry_in):
+    adder = _FastAdd([Cat(r, Const(0, width - len(r))) for r in rows], width, carry_in)
+    _adders[m] = _adders.get(m, 0) + 1
+    m.submodules[f"add{_adders[m] - 1}"] = adder
+    return adder.sum
+
+
 def fast_add(m, a, b, carry_in=0):
     """a + b + carry_in, unsigned, one bit wider than the wider operand, through a Sklansky
     parallel-prefix carry network (log2 levels). Each level's generate and propagate bits are kept
@@ -43,11 +52,7 @@ def fast_add(m, a, b, carry_in=0):
     The adder is a submodule of ``m``, so that it may be used inside an ``If``: comb statements
     there would take the condition into every level of the carry network."""
     a, b = Value.cast(a).as_unsigned(), Value.cast(b).as_unsigned()
-    width = max(len(a), len(b))
-    adder = _FastAdd(Cat(a, Const(0, width - len(a))), Cat(b, Const(0, width - len(b))), carry_in)
-    _adders[m] = _adders.get(m, 0) + 1
-    m.submodules[f"add{_adders[m] - 1}"] = adder
-    return adder.sum
+    return _adder(m, [a, b], max(len(a), len(b)), carry_in)
 
 
 #: Operand bits compared directly at the leaves of ``at_least``'s tree (a short chain).
@@ -56,44 +61,29 @@ COMPARE_LEAF = 4
 _adders = weakref.WeakKeyDictionary()  # fast adds in each module so far, for their names
 
 
-class _CarrySave(Elaboratable):
-    def __init__(self, rows, width):
-        self.rows, self.width = rows, width
-        self.out = [Signal(width), Signal(width)]
-
-    def elaborate(self, platform):
-        m = Module()
-        width = self.width
-        rows = self.rows
-        while len(rows) > 2:
-            # Each level's rows in signals: a compressor reads each input three times, and nested
-            # expressions would be written out 3^levels times.
-            level = [Signal(width) for _ in rows]
-            m.d.comb += [s.eq(r) for s, r in zip(level, rows)]
-            rows = []
-            for k in range(0, len(level) - 2, 3):
-                x, y, z = level[k:k + 3]
-                rows += [x ^ y ^ z, Cat(Const(0, 1), x & y | x & z | y & z)[:width]]
-            rows += level[3 * (len(level) // 3):]
-        m.d.comb += [o.eq(r) for o, r in zip(self.out, rows)]
-        return m
-
-
 def carry_save(m, rows, width):
     """Rows (values, each already shifted to its weight) reduced to two whose sum is theirs, mod
     2^``width``, by levels of 3:2 full-adder compressors: about log1.5(n/2) full adders deep and no
-    carry chain. Add the two with ``fast_add``. A submodule of ``m``, as ``fast_add``."""
-    part = _CarrySave([Value.cast(r).as_unsigned() for r in rows], width)
-    _adders[m] = _adders.get(m, 0) + 1
-    m.submodules[f"csa{_adders[m] - 1}"] = part
-    return part.out
+    carry chain. Add the two with ``fast_add``. Each level's rows are signals of ``m`` (a compressor
+    reads each input three times: nested expressions would be written out, and simulated, 3^levels
+    times), driven by comb statements: call it outside ``If`` and ``Switch``."""
+    rows = [Value.cast(r).as_unsigned() for r in rows]
+    while len(rows) > 2:
+        level = [Signal(width) for _ in rows]
+        m.d.comb += [s.eq(r) for s, r in zip(level, rows)]
+        rows = []
+        for k in range(0, len(level) - 2, 3):
+            x, y, z = level[k:k + 3]
+            rows += [x ^ y ^ z, Cat(Const(0, 1), x & y | x & z | y & z)[:width]]
+        rows += level[3 * (len(level) // 3):]
+    return rows
 
 
 def fast_sum(m, operands, carry_in=0):
     """The sum of ``operands`` (unsigned, wrapping at the widest one's width plus one): ``carry_save``
     down to two, then ``fast_add``."""
     width = max(len(Value.cast(v)) for v in operands) + 1
-    return fast_add(m, *carry_save(m, operands, width), carry_in)[:width]
+    return _adder(m, [Value.cast(v).as_unsigned() for v in operands], width, carry_in)[:width]
 
 
 def at_least(a, b, signed=False):

@@ -59,9 +59,11 @@ class Control(wiring.Component):
         error = Signal(self.error.shape())
         # A counter counts its event of the cycle before (``counted``), so that late events (the
         # pipeline's bubble) do not reach its adder; reads show the count with that event.
+        # Each counter's next value (count + 1) is a register of its own, so that neither a read
+        # nor a count goes through an increment.
         counters = [Signal(32, name=f"count_{name.lower()}") for name, _ in COUNTERS]
+        following = [Signal(32, name=f"count_{name.lower()}_plus1", init=1) for name, _ in COUNTERS]
         counted = Signal(len(COUNTERS))
-        following = [fast_add(m, counter, 0, 1)[:32] for counter in counters]
         shown = [Mux(counted[i], following[i], counter) for i, counter in enumerate(counters)]
         storage = {
             ("CONFIG", "Q"): q, ("CONFIG", "SPARSE"): sparse, ("CONFIG", "SCALE_FORMAT"): scale_format,
@@ -123,7 +125,7 @@ class Control(wiring.Component):
         m.d.sync += counted.eq(Mux(clear, 0, self.events))
         for i, counter in enumerate(counters):
             with m.If(clear):
-                m.d.sync += counter.eq(0)
+                m.d.sync += [counter.eq(0), following[i].eq(1)]
             with m.Elif(counted[i]):
-                m.d.sync += counter.eq(following[i])
+                m.d.sync += [counter.eq(following[i]), following[i].eq(fast_add(m, following[i], 0, 1)[:32])]
         return m

@@ -70,9 +70,9 @@ class DequantStage(wiring.Component):
                      vops.i.payload.last.eq(self.vops.payload.last), self.vops.ready.eq(vops.i.ready)]
 
         # Q registered: the mode is steady while tiles flow, and its decoding is off the input path.
-        q = Signal(5)
-        m.d.sync += q.eq(self.cfg.q)
-        m.d.comb += [unpacker.q.eq(q), luts.q.eq(q), luts.codes.eq(unpacker.codes)]
+        q, is_q = Signal(5), Signal(len(Q_BITS))
+        m.d.sync += [q.eq(self.cfg.q), is_q.eq(Cat(self.cfg.q == qq for qq in Q_BITS))]
+        m.d.comb += [unpacker.is_q.eq(is_q), luts.q.eq(q), luts.codes.eq(unpacker.codes)]
 
         # Lq of the configured Q, capped at W (a power of two); one condition per distinct lane count.
         q8, q7 = q == 8, q == 7
@@ -115,6 +115,9 @@ class DequantStage(wiring.Component):
         plan, plan_valid = Signal(plan_layout), Signal()
         head, head_valid = Signal(head_layout), Signal()
         final, penult = Signal(), Signal()  # head.left is 0, 1
+        # What the head's next cycle takes (bits, and whether it pads to a byte), registered with
+        # ``penult`` rather than picked by it.
+        next_bits, next_pad = Signal.like(plan.last_bits), Signal()
 
         ptr, end = Signal.like(unpacker.ptr), Signal.like(unpacker.ptr)
         margin = Signal(len(end) + 1)  # wp - end, two's complement: the head's bits are all there when >= 0
@@ -143,7 +146,7 @@ class DequantStage(wiring.Component):
 
         # Built outside the ``If``s below: comb statements inside them would take their conditions in.
         first_after = Cat(*after(plan.first_bits, plan.single & plan.last))
-        next_after = Cat(*after(Mux(penult, head.last_bits, full), penult & head.last))
+        next_after = Cat(*after(next_bits, next_pad))
         margin_added = fast_add(m, margin, unpacker.added)
 
         with m.If(vops.o.ready):
@@ -160,11 +163,13 @@ class DequantStage(wiring.Component):
             m.d.sync += [
                 head.last.eq(plan.last), head.left.eq(plan.left), head.last_bits.eq(plan.last_bits), head.k.eq(0),
                 final.eq(plan.single), penult.eq(plan.left == 1),
+                next_bits.eq(Mux(plan.left == 1, plan.last_bits, full)), next_pad.eq((plan.left == 1) & plan.last),
                 Cat(end, margin).eq(first_after),
             ]
         with m.Elif(go & ~final):
             m.d.sync += [
                 head.left.eq(head.left - 1), head.k.eq(head.k + 1), final.eq(penult), penult.eq(head.left == 2),
+                next_bits.eq(Mux(head.left == 2, head.last_bits, full)), next_pad.eq((head.left == 2) & head.last),
                 Cat(end, margin).eq(next_after),
             ]
         with m.Else():

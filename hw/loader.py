@@ -90,10 +90,11 @@ def _count_sum(m, counts):
 
 def request_checks(m, req, mode, addr_bits):
     """(ErrorReason, failing) of the request's metadata against ``mode``, in code order: the first
-    failing one is the request's reason."""
+    failing one is the request's reason. Each stream's wrap is a check of its own (registered
+    apart, ORed a cycle later)."""
     return [
         (ErrorReason.CONFIG, ~Cat(mode.q == q for q in Q_BITS).any()),
-        (ErrorReason.ADDR_WRAP, Cat(_wraps(m, a, n, addr_bits) for a, n in stream_fields(req).values()).any()),
+        *((ErrorReason.ADDR_WRAP, _wraps(m, a, n, addr_bits)) for a, n in stream_fields(req).values()),
         (ErrorReason.MASK_LEN, req.mask_len != Mux(mode.sparse, MASK_BYTES, 0)),
         (ErrorReason.SCALE_LEN, req.scale_len != scale_stream_len(mode.scale_format, mode.scale_group)),
         (ErrorReason.VALUE_LEN, ~mode.sparse & (req.val_len != mode.q * LINE_BYTES)),
@@ -118,6 +119,7 @@ class Loader(wiring.Component):
             "grant": In(1),
             "squash": In(1),
             "state": Out(LoaderState),
+            "idle": Out(1, init=1),  # state == IDLE, from a register
             "fails": Out(1),
             "reason": Out(ErrorReason),
             "line_req": Out(stream.Signature(line_request_layout(addr_bits, tags))),
@@ -166,7 +168,7 @@ class Loader(wiring.Component):
         # first failing one decides FAILED or ACTIVE (a failure is announced the cycle after,
         # above). The queues start their streams in the first CHECKING cycle, from the registered
         # request, so that neither the request's adds nor the acceptance's fanout make a long path.
-        idle = Signal(init=1)
+        idle = self.idle
         m.d.sync += idle.eq(state_next == LoaderState.IDLE)
         m.d.comb += self.req.ready.eq(idle & self.grant)
         accept = self.req.valid & self.req.ready
@@ -197,8 +199,9 @@ class Loader(wiring.Component):
         self._issue_lines(m, tags, sqq, meta, started, active)
         self._route_responses(m, tags, queues)
         checked_next = self._check_value_length(m, mask_q, meta, accept, active, fail)
-        m.d.comb += tags.discard.eq(self.squash | (state == LoaderState.FAILED))
-        m.d.sync += [active.eq(state_next == LoaderState.ACTIVE),
+        is_failed = Signal()  # state == FAILED
+        m.d.comb += tags.discard.eq(self.squash | is_failed)
+        m.d.sync += [active.eq(state_next == LoaderState.ACTIVE), is_failed.eq(state_next == LoaderState.FAILED),
                      flowing.eq((state_next == LoaderState.ACTIVE) & checked_next)]
 
         # The window unit takes the mask while its value length is checked, and its vOps wait for
@@ -216,7 +219,7 @@ class Loader(wiring.Component):
         ]
         # One scale beat per tile: its slice needs no skid register.
         outs = {name: self._output_slice(m, name, skid=name != "scales") for name in ("vops", "values", "scales")}
-        handed = self._frame_outputs(m, state == LoaderState.FAILED, owed, [
+        handed = self._frame_outputs(m, is_failed, owed, [
             (outs["vops"], window.vops, window.vops.payload.last, flowing),
             (outs["values"], sqq.beats, sqq.beats.payload.last, flowing),
             (outs["scales"], scale_q.beats, 1, flowing & scaling),
@@ -295,8 +298,8 @@ class Loader(wiring.Component):
     def _check_value_length(self, m, mask_q, meta, accept, active, fail):
         """Sparse mode: the value stream must be ceil(ones * Q / 8) bytes; count the mask's ones,
         then compare, before anything flows. The mask beat is taken into the count when it comes
-        (the window unit may take it then too); the count takes three registered steps (bytes,
-        64-bit words, the mask), the bits a fourth and the compare a fifth (CHECK_STEPS). Returns
+        (the window unit may take it then too); the count takes three registered steps (16-bit
+        pieces, 128-bit words, the mask), the bits a fourth and the compare a fifth (CHECK_STEPS). Returns
         ``checked`` of the next cycle: the streams may flow."""
         checked, checked_next = Signal(), Signal()
         m.d.comb += checked_next.eq(checked)
@@ -304,7 +307,8 @@ class Loader(wiring.Component):
         step = Signal(range(CHECK_STEPS + 1))  # cycles since the mask beat came
         mask = mask_q.beats.payload.data
         sums = [mask[k] for k in range(len(mask))]
-        for n, group in enumerate((8, 8, len(mask) // 64)):
+        assert len(mask) % 128 == 0
+        for n, group in enumerate((16, 8, len(mask) // 128)):
             # Counts of counts as carry-save sums (a tree of adds maps to ripples of carries).
             sums = [popcount(sums[k:k + group]) if n == 0 else _count_sum(m, sums[k:k + group])
                     for k in range(0, len(sums), group)]
@@ -362,10 +366,12 @@ class Loader(wiring.Component):
         this cycle (a slice may then hold it with the next tile's first beats)."""
         handed = Signal(len(sources))
         for i, (out, src, last, gate) in enumerate(sources):
+            # Not gated by ``failed``: the gate is low then.
+            m.d.comb += src.ready.eq(out.ready & gate)
             with m.If(failed):
                 m.d.comb += [out.valid.eq(owed[i]), out.payload.skip.eq(1), out.payload.last.eq(1)]
             with m.Else():
-                m.d.comb += [out.valid.eq(src.valid & gate), src.ready.eq(out.ready & gate), out.payload.last.eq(last)]
+                m.d.comb += [out.valid.eq(src.valid & gate), out.payload.last.eq(last)]
             m.d.comb += handed[i].eq(out.valid & out.ready & out.payload.last)
             with m.If(handed[i]):
                 m.d.sync += owed[i].eq(0)

@@ -22,7 +22,10 @@ tag tables keep their entries (stale) until the aborted lines come back, and the
 registers are untouched.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
+import operator
+from functools import reduce
+
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -30,7 +33,7 @@ from .control import COUNTER_INDEX, Control, RegisterBusSignature
 from .layouts import (LINE_BYTES, MODE_MEMBERS, ScaleFormat, mem_request_layout, mem_response_layout,
                       prefetch_layout, scale_beat_layout, tepl_request_layout, tepl_response_layout, value_beat_bits,
                       value_beat_layout, vop_layout)
-from .loader import Loader, LoaderState, framed
+from .loader import Loader, framed
 from .params import LOADERS, TILES_PER_LOADER, ParameterError, check_loaders, check_params
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
@@ -96,13 +99,13 @@ def tile_context(W, L, *, tags, sqq_bytes, addr_bits, id_bits):
 
 
 class TileMux(wiring.Component):
-    """Forwards the framed stream of the loader at the head of ``order`` until its ``last`` beat,
-    then pops ``order``; a ``skip`` beat is consumed without being forwarded."""
+    """Forwards the framed stream of the loader at the head of ``order`` (one-hot) until its
+    ``last`` beat, then pops ``order``; a ``skip`` beat is consumed without being forwarded."""
 
     def __init__(self, layout, loaders):
         super().__init__({
             "ins": In(stream.Signature(framed(layout))).array(loaders),
-            "order": In(stream.Signature(range(loaders))),
+            "order": In(stream.Signature(loaders)),
             "out": Out(stream.Signature(layout)),
         })
 
@@ -110,7 +113,7 @@ class TileMux(wiring.Component):
         m = Module()
         sel = self.order.payload
         for i, src in enumerate(self.ins):
-            with m.If(self.order.valid & (sel == i)):
+            with m.If(self.order.valid & sel[i]):
                 beat = src.payload
                 m.d.comb += [
                     self.out.valid.eq(src.valid & ~beat.skip),
@@ -158,8 +161,8 @@ class PE(wiring.Component):
             # One entry per TOut record at most: a request holds its record until it is completed,
             # after its last beats left the selectors (a context may take its next request while
             # its last beats still wait in its output registers). The head is a register
-            # (buffered), so that the selectors' choice starts at a flip-flop.
-            q = fifo.SyncFIFOBuffered(width=(len(loaders) - 1).bit_length(), depth=tout.slots)
+            # (buffered) and one-hot, so that the selectors' choice is a flip-flop.
+            q = fifo.SyncFIFOBuffered(width=len(loaders), depth=tout.slots)
             m.submodules[name] = ResetInserter(squash)(q)
             return q
 
@@ -212,7 +215,7 @@ class PE(wiring.Component):
         # ``moved`` (counted mod slots).
 
         head = queue.r_data
-        idle = [ld.state == LoaderState.IDLE for ld in loaders]
+        idle = [ld.idle for ld in loaders]
         move = Signal()
         m.d.comb += [move.eq(queue.r_rdy & Cat(idle).any()), queue.r_en.eq(move)]
         moved = Signal(range(tout.slots))
@@ -220,22 +223,23 @@ class PE(wiring.Component):
             m.d.sync += moved.eq(Mux(moved == tout.slots - 1, 0, moved + 1))
         with m.If(squash):
             m.d.sync += moved.eq(0)
-        which = Signal(range(len(loaders)))  # the context the head moves to
-        for i, loader in reversed(list(enumerate(loaders))):
+        which = Signal(len(loaders))  # the context the head moves to, one-hot
+        for i, loader in enumerate(loaders):
             first_idle = ~Cat(idle[:i]).any()
             m.d.comb += [loader.req.valid.eq(move), loader.req.payload.eq(head), loader.squash.eq(squash),
-                         loader.grant.eq(first_idle)]
-            with m.If(idle[i]):
-                m.d.comb += which.eq(i)
+                         loader.grant.eq(first_idle), which[i].eq(idle[i] & first_idle)]
+        # The order FIFOs learn the context a cycle later, from registers (the move fans out
+        # widely, and the FIFO's write logic is deep); its first beat is further off than that.
         scaling = regs.cfg.scale_format != ScaleFormat.NONE
         for name in ("vop", "value", "scale"):
-            enter = move & scaling if name == "scale" else move
-            m.d.comb += [orders[name].w_en.eq(enter), orders[name].w_data.eq(which)]
+            enter, entering = move & scaling if name == "scale" else move, Signal(name=f"{name}_entering")
+            m.d.sync += [entering.eq(enter & ~squash), orders[name].w_data.eq(which)]
+            m.d.comb += orders[name].w_en.eq(entering)
         for i, loader in enumerate(loaders):
             # TOut's record of the context's request (a context announces a failure from the cycle
             # after its acceptance on).
             slot = Signal(range(tout.slots), name=f"slot{i}")
-            with m.If(move & (which == i)):
+            with m.If(move & which[i]):
                 m.d.sync += slot.eq(moved)
             m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.reason),
                          tout.fails[i].slot.eq(slot)]
@@ -247,8 +251,9 @@ class PE(wiring.Component):
             prefetcher.demanded.eq(head),
             prefetcher.degree.eq(regs.degree),
         ]
-        # Prefetches leave from a register, as the other outputs do (a squash leaves them alone).
-        m.submodules.pf_req_reg = pf_req = RegisterSlice(self.pf_req.payload.shape())
+        # Prefetches leave from registers, as the other outputs do (a squash leaves them alone);
+        # the port's ready only moves the buffer's pointers.
+        m.submodules.pf_req_reg = pf_req = OutputBuffer(self.pf_req.payload.shape())
         wiring.connect(m, prefetcher.pf, pf_req.i)
         wiring.connect(m, pf_req.o, wiring.flipped(self.pf_req))
 
@@ -288,26 +293,29 @@ class PE(wiring.Component):
         the next ones in order (wrapping around); the tag's top bits name the context, whose
         responses they route back."""
         n = len(loaders)
-        first = Signal(range(n))
-        m.d.comb += first.eq(Mux(value_order.r_rdy, value_order.r_data, 0))
-        pick = Signal(range(n))
-        with m.Switch(first):
-            for f in range(n):
-                with m.Case(f):
-                    # Without any request the pick is the loader after ``first``; nothing is valid then.
-                    m.d.comb += pick.eq((f + 1) % n)
-                    for k in reversed(range(n)):
-                        with m.If(loaders[(f + k) % n].line_req.valid):
-                            m.d.comb += pick.eq((f + k) % n)
-        chosen = Array(ld.line_req for ld in loaders)[pick]
-        # Requests leave from a register; a squash does not drop one there, nor one moving into
-        # it, since its tag-table entry waits for the response (stale): ``squash`` only gates the
-        # port, in its own cycle.
-        m.submodules.mem_req_reg = req = RegisterSlice(self.mem_req.payload.shape())
+        first = Mux(value_order.r_rdy, value_order.r_data, 1)  # one-hot
+        valid = Cat(ld.line_req.valid for ld in loaders)
+        # The pick, one-hot: after each ``first``, the first valid one in order; ORed as ``first``
+        # selects. Only a valid one is picked, so the register takes a request whenever any is.
+        pick, picks = Signal(n), []
+        for f in range(n):
+            after = Signal(n, name=f"pick_after{f}")
+            for k in reversed(range(n)):
+                with m.If(valid[(f + k) % n]):
+                    m.d.comb += after.eq(1 << (f + k) % n)
+            picks.append(Mux(first[f], after, 0))
+        m.d.comb += pick.eq(reduce(operator.or_, picks))
+        index = reduce(operator.or_, (Mux(pick[i], i, 0) for i in range(n)))
+        # Requests leave from registers (the port's ready only moves the buffer's pointers); a
+        # squash does not drop one there, nor one moving into it, since its tag-table entry waits
+        # for the response (stale): ``squash`` only gates the port, in its own cycle.
+        m.submodules.mem_req_reg = req = OutputBuffer(self.mem_req.payload.shape())
         m.d.comb += [
-            req.i.valid.eq(chosen.valid),
-            req.i.payload.addr.eq(chosen.payload.addr),
-            req.i.payload.tag.eq(Cat(chosen.payload.tag, pick)),
+            req.i.valid.eq(valid.any()),
+            req.i.payload.addr.eq(reduce(operator.or_, (Mux(pick[i], ld.line_req.payload.addr, 0)
+                                                        for i, ld in enumerate(loaders)))),
+            req.i.payload.tag.eq(Cat(reduce(operator.or_, (Mux(pick[i], ld.line_req.payload.tag, 0)
+                                                           for i, ld in enumerate(loaders))), index)),
             self.mem_req.payload.eq(req.o.payload),
             self.mem_req.valid.eq(req.o.valid & ~self.squash),
             req.o.ready.eq(self.mem_req.ready & ~self.squash),
@@ -320,7 +328,7 @@ class PE(wiring.Component):
         index_bits = (self.tags // TILES_PER_LOADER - 1).bit_length()
         for i, loader in enumerate(loaders):
             m.d.comb += [
-                loader.line_req.ready.eq(req.i.ready & (pick == i)),
+                loader.line_req.ready.eq(req.i.ready & pick[i]),
                 loader.line_resp.valid.eq(resp_valid & (tag[index_bits:] == i)),
                 loader.line_resp.payload.tag.eq(tag[:index_bits]),
                 loader.line_resp.payload.data.eq(resp.data),
@@ -346,7 +354,7 @@ class PE(wiring.Component):
         }
         m.d.comb += [regs.events[COUNTER_INDEX[name]].eq(event) for name, event in events.items()]
         m.d.comb += [
-            regs.status.eq(Cat(busy, [Cat(ld.state != LoaderState.IDLE for ld in contexts).any()
+            regs.status.eq(Cat(busy, [Cat(~ld.idle for ld in contexts).any()
                                       for contexts in per_port])),
             regs.error.en.eq(done & failed),
             regs.error.reason.eq(resp.payload.reason),

@@ -48,7 +48,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import apart, at_least, fast_add
+from .arith import apart, at_least, carry_save, fast_add
 from .layouts import Stream, prefetch_layout, stream_fields, tepl_request_layout
 from .params import LOADERS
 
@@ -136,16 +136,15 @@ class Prefetcher(wiring.Component):
         front, live = sig("front", A), sig("live")
         low_m1, top, target = Signal(lines + 1, name=f"low_m1_{name}"), sig("top", lines), sig("target", lines)
         deg = self.degree
-        part_lo = fast_add(m, Mux(deg[0], d1, 0), Mux(deg[1], d1 << 1, 0))
-        part_hi = fast_add(m, Mux(deg[2], d1 << 2, 0), Mux(deg[3], d1 << 3, 0))
+        parts = [Mux(deg[k], d1 << k, 0) for k in range(4)]
         # Near the top of the address space the target could wrap: no prefetching there.
-        wraps = end1[len(part_hi):].all()
-        # end + lo + hi as two numbers (a carry-save step), added in stage 3.
+        wraps = end1[len(d1) + 4:].all()
+        # end + degree x delta as two numbers (carry-save), added in stage 3.
+        sum_, carry = carry_save(m, [end1, *parts], A)
         v2, idle2, a2, start2, aims2, sum2, carry2 = (sig("v2"), sig("idle2"), sig("a2", A), sig("start2", lines + 1),
                                                       sig("aims2"), sig("sum2", A), sig("carry2", A))
         m.d.sync += [v2.eq(v1), idle2.eq(idle1), a2.eq(a1), start2.eq(start_m1_1), aims2.eq(streaming1 & ~wraps),
-                     sum2.eq(end1 ^ part_lo ^ part_hi),
-                     carry2.eq(Cat(Const(0), end1 & part_lo | end1 & part_hi | part_lo & part_hi))]
+                     sum2.eq(sum_), carry2.eq(carry)]
         # below: the window's edge is below the front; higher: the start is above it; lower: the
         # start line is below the low line; *_prev: the same against ``prev`` (none: as if it were
         # not a bound).

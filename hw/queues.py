@@ -110,7 +110,7 @@ class LineQueue(wiring.Component):
         # parallel-prefix add (a ripple add would be the queue's longest path).
         a, b = length | Const(0, LEN_BITS + 1), offset | Const(0, LEN_BITS + 1)
         stream_end = fast_add(m, ~(a ^ b), Cat(Const(0, 1), (a | b)[:LEN_BITS]))[:LEN_BITS + 1].as_signed()
-        m.d.sync += [last_line.eq(stream_end // LINE_BYTES), last_mask.eq(_below(stream_end % LINE_BYTES + 1, LINE_BYTES))]
+        m.d.sync += [last_line.eq(stream_end // LINE_BYTES), last_mask.eq(~(Const((1 << LINE_BYTES) - 2, LINE_BYTES) << stream_end % LINE_BYTES)[:LINE_BYTES])]  # _below(end + 1)
 
         # Stage W1: the written line and its index.
         w = self.write

@@ -16,7 +16,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import carry_save
+from .arith import carry_save, fast_add
 from .layouts import BF16, ScaleFormat, ScaleGroup, chunk_layout, out_layout, scale_beat_layout
 
 BF16_NAN = 0x7FC0
@@ -167,7 +167,7 @@ def add_rows(m, rows):
     """Step 2: the whole product, and beside it the exponent sum's high bits."""
     out = Signal(Product)
     high = rows.value_exp_high + rows.scale_exp_high + rows.exp_low[6]
-    m.d.comb += [out.product.eq(rows.sum + rows.carry), out.exp.eq(Cat(rows.exp_low[:6], high)),
+    m.d.comb += [out.product.eq(fast_add(m, rows.sum, rows.carry)), out.exp.eq(Cat(rows.exp_low[:6], high)),
                  out.special.eq(rows.special)]
     return out
 
@@ -262,8 +262,11 @@ class ScalingStage(wiring.Component):
         m = Module()
         W = self.W
         fmt = self.scale_format
-        g16 = self.scale_group == ScaleGroup.G16
-        scaling = fmt != ScaleFormat.NONE
+        # The configuration's decodes in registers of their own (CONFIG is written only while no
+        # tile is in flight): ``scaling`` gates ``dd.ready``, which enables the expander's output.
+        g16, scaling, bf16 = Signal(), Signal(), Signal()
+        m.d.sync += [g16.eq(self.scale_group == ScaleGroup.G16), scaling.eq(fmt != ScaleFormat.NONE),
+                     bf16.eq(fmt == ScaleFormat.BF16)]
         decoders = max(1, W // 16)
 
         # A valid bit and the chunk beside the lanes for every stage register but the output. The
@@ -277,8 +280,13 @@ class ScalingStage(wiring.Component):
 
         dd = self.dd.payload
         has_scales = ~scaling | self.scales.valid
+        # ``dd.ready`` from a flip-flop of its own (``out.valid`` inverted, so that synthesis keeps
+        # it apart), not from the end of ``advance``'s tree: it enables the expander's output.
+        out_empty = Signal(init=1)
+        with m.If(advance):
+            m.d.sync += out_empty.eq(~valids[-1])
         m.d.comb += [
-            self.dd.ready.eq(advance & has_scales),
+            self.dd.ready.eq((out_empty | self.out.ready) & has_scales),
             self.scales.ready.eq(advance & scaling & self.dd.valid & dd.last),
         ]
         with m.If(advance):
@@ -296,7 +304,6 @@ class ScalingStage(wiring.Component):
         # Stage 0: each decoder's scale code: code k of the vOp with index i is scale i*W/g + k, so
         # the vOp's index selects it in a mux tree, with no add before it.
         block = self.scales.payload.data
-        bf16 = fmt == ScaleFormat.BF16
 
         def pick(k, bits, g):
             """Code k of the vOp, for scales of ``bits`` bits in groups of ``g``."""

@@ -96,8 +96,10 @@ class TOut(wiring.Component):
         # ``room`` is a register that keeps a record for an acceptance on its way (the PE registers
         # ``accept``), so that no input of the PE reaches the count.
         room = Signal(init=1)
-        counted = count + self.accept - self.done
-        m.d.sync += [count.eq(counted), room.eq(counted + 1 < n)]
+        # Both outcomes of ``done`` (it comes late, from the head's record) computed beside it.
+        added = count + self.accept
+        counted = Mux(self.done, added - 1, added)
+        m.d.sync += [count.eq(counted), room.eq(Mux(self.done, added < n, added + 1 < n))]
         m.d.comb += [self.room.eq(room), self.busy.eq(in_use | self.resp.valid),
                      self.head.eq(records[first])]
         with m.If(self.accept):

@@ -14,6 +14,9 @@ Pointers count bits modulo twice the buffer size: ``wp - ptr`` is what the buffe
 ``values.ready``, the write enables and ``added`` come from registers.
 """
 
+import operator
+from functools import reduce
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -45,7 +48,7 @@ class CodeUnpacker(wiring.Component):
         self.size = BUFFER_BEATS * self.beat_bits
         ptr_bits = self.size.bit_length()  # one more than the address: the wrap bit
         super().__init__({
-            "q": In(5),
+            "is_q": In(len(Q_BITS)),  # Q, one-hot over Q_BITS
             "values": In(stream.Signature(value_beat_layout(W, L))),
             "ptr": In(ptr_bits),
             "en": In(1),
@@ -60,11 +63,11 @@ class CodeUnpacker(wiring.Component):
         m = Module()
         self._write(m)
         window = self._read(m)
+        # Q one-hot: each value of it selects a field of the window in every lane, a wide fanout
+        # that a decode in front would lengthen.
         for i in range(self.lanes):
-            with m.Switch(self.q):
-                for q in Q_BITS:
-                    with m.Case(q):
-                        m.d.comb += self.codes[i].eq(window[i * q:(i + 1) * q])
+            m.d.comb += self.codes[i].eq(reduce(operator.or_, (Mux(self.is_q[k], window[i * q:(i + 1) * q], 0)
+                                                               for k, q in enumerate(Q_BITS))))
         return m
 
     def _write(self, m):
@@ -73,10 +76,12 @@ class CodeUnpacker(wiring.Component):
         slots = BUFFER_BEATS
         self.buf = [Signal(beat_bits, name=f"slot{s}") for s in range(slots)]
 
-        # The input register: the beat, its valid bytes as a mask, and their bits.
+        # The input register: the beat, already rotated to where it will be written, and its bits.
+        # A beat waits there only while the buffer has no room, when ``wp`` does not move, and is
+        # written at the ``wp`` of the cycle after it came: ``lead`` (below) minus a beat, so the
+        # same byte offset. Byte k of the beat goes to byte wp/8 + k of the buffer: rotated by that
+        # offset, the beat spans the slot of ``wp`` (from the offset up) and the next one (below it).
         held = Signal()
-        data_ = Signal(beat_bits)
-        valid = Signal(beat_bytes)
         bits = Signal(range(beat_bits + 1))
         write = Signal()  # the held beat goes into the buffer in this cycle; decided a cycle ahead,
         # like ``added``, so that both leave registers
@@ -85,32 +90,32 @@ class CodeUnpacker(wiring.Component):
         accept = self.values.valid & self.values.ready
         held_next, bits_next = Mux(self.values.ready, self.values.valid, held), Mux(accept, beat.nbytes * 8, bits)
         m.d.sync += [held.eq(held_next), bits.eq(bits_next)]
+        lead = Signal(len(self.wp), init=beat_bits)
+        offset_bits = (beat_bytes - 1).bit_length()
+        next_offset = lead[3:3 + offset_bits]
+        rotated = Signal(beat_bits)
         with m.If(accept):
-            # The first ``nbytes`` bytes as a shift (compares of every byte against it map to a chain).
-            all_valid = Const((1 << beat_bytes) - 1, beat_bytes)
-            m.d.sync += [data_.eq(beat.data), valid.eq(~(all_valid << beat.nbytes)[:beat_bytes])]
+            m.d.sync += rotated.eq((Cat(beat.data, beat.data) << next_offset * 8)[beat_bits:])
 
-        # Byte k of the beat goes to byte wp/8 + k of the buffer: rotated by the byte offset within
-        # a slot, the beat spans the slot of ``wp`` (from the offset up) and the next one (below it).
-        offset = self.wp[3:3 + (beat_bytes - 1).bit_length()]
-        slot = self.wp[3 + (beat_bytes - 1).bit_length():(size - 1).bit_length()]
-        rot_data = Signal(beat_bits)
-        rot_valid = Signal(beat_bytes)
-        m.d.comb += [rot_data.eq((Cat(data_, data_) << offset * 8)[beat_bits:]),
-                     rot_valid.eq((Cat(valid, valid) << offset)[beat_bytes:])]
-        above = Signal(beat_bytes)  # byte k of a slot is at or above the offset
-        m.d.comb += above.eq(Const((1 << beat_bytes) - 1, beat_bytes) << offset)
+        # Where the next cycle's write goes, in registers: byte k of a slot is at or above the
+        # offset (``above``), and the slot of ``wp`` (one-hot). A whole beat is written, its bytes
+        # past ``nbytes`` too: the room for a whole beat is there (below), and the next beat
+        # overwrites them.
+        above = Signal(beat_bytes)
+        slot = Signal(slots)
+        lead_slot = lead[3 + offset_bits:(size - 1).bit_length()]
+        m.d.sync += [above.eq(Const((1 << beat_bytes) - 1, beat_bytes) << next_offset),
+                     slot.eq(Const(1, slots) << (lead_slot - 1)[:len(lead_slot)])]
         for s, word in enumerate(self.buf):
-            mine = Mux(slot == s, above, Mux(slot == (s - 1) % slots, ~above, 0))
+            mine = Mux(slot[s], above, 0) | Mux(slot[(s - 1) % slots], ~above, 0)
             for k in range(beat_bytes):
-                with m.If(write & rot_valid[k] & mine[k]):
-                    m.d.sync += word.word_select(k, 8).eq(rot_data.word_select(k, 8))
+                with m.If(write & mine[k]):
+                    m.d.sync += word.word_select(k, 8).eq(rotated.word_select(k, 8))
 
         # Next cycle's write: a held beat with room for a whole beat behind the next cycle's ``ptr``,
         # after this cycle's write. ``lead`` is a register: the next cycle's ``wp`` plus a beat,
         # updated with both outcomes of the decision ready, so that the decision is one subtraction
         # and a compare.
-        lead = Signal(len(self.wp), init=beat_bits)
         after = Mux(accept, fast_add(m, lead, beat.nbytes * 8)[:len(lead)], fast_add(m, lead, bits)[:len(lead)])
 
         # lead - ptr is between a beat and 1.5 x size (size = 2^(n-1) for n-bit pointers: W and L
@@ -135,7 +140,15 @@ class CodeUnpacker(wiring.Component):
                     with m.Case(k):
                         m.d.comb += picking.word_select(j, WORD).eq(words[(k + j) % len(words)])
         picked = hold(m, "picked", picking, self.en)
-        shift = Signal(range(WORD))
+        # The shift within a word, by its base-4 digits, each one-hot in a register: three levels of
+        # 4-way AND-OR instead of six of 2-way muxes behind a fanout of the amount.
+        digits = [Signal(4, name=f"shift_digit{j}") for j in range(3)]
+        assert WORD == 4 ** len(digits)
         with m.If(self.en):
-            m.d.sync += shift.eq(self.ptr[:(WORD - 1).bit_length()])
-        return hold(m, "window", (picked >> shift)[:self.beat_bits], self.en)
+            m.d.sync += [d.eq(Const(1, 4) << self.ptr[2 * j:2 * j + 2]) for j, d in enumerate(digits)]
+        shifted = picked
+        for j in reversed(range(len(digits))):
+            level = Signal(len(picked), name=f"shifted{j}")  # a signal: each level reads the last four times
+            m.d.comb += level.eq(reduce(operator.or_, (Mux(digits[j][k], shifted >> (k << 2 * j), 0) for k in range(4))))
+            shifted = level
+        return hold(m, "window", shifted[:self.beat_bits], self.en)
