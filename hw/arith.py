@@ -55,8 +55,9 @@ def fast_add(m, a, b, carry_in=0):
     return _adder(m, [a, b], max(len(a), len(b)), carry_in)
 
 
-#: Operand bits compared directly at the leaves of ``at_least``'s tree (a short chain).
-COMPARE_LEAF = 4
+#: Operand bits compared directly at the leaves of ``at_least``'s tree (a short chain: 4 bits
+#: mapped to chains of three or four cells, where a level of the tree is one).
+COMPARE_LEAF = 2
 
 _adders = weakref.WeakKeyDictionary()  # fast adds in each module so far, for their names
 

@@ -29,12 +29,12 @@ from .layouts import (LINE_BYTES, ErrorReason, ModeSignature, ScaleFormat, Scale
                       stream_fields, tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
 from .prefix_sum import WindowUnit, popcount
 from .queues import LINE_INDEX_BITS, LineQueue
-from .stages import RegisterSlice
+from .stages import OutputBuffer, RegisterSlice
 from .tags import TagTable
 
 
-#: Registered steps of the value-length check: the mask's ones in three, their bits, the compare.
-CHECK_STEPS = 5
+#: Registered steps of the value-length check: the mask's ones in four, their bits, the compare.
+CHECK_STEPS = 6
 
 
 class LoaderState(enum.Enum, shape=2):
@@ -149,7 +149,6 @@ class Loader(wiring.Component):
         owed = Signal(3)  # vops, values, scales: the last (or skip) beat still to hand out
         scaling = self.mode.scale_format != ScaleFormat.NONE
         m.d.comb += [self.state.eq(state), self.reason.eq(reason), state_next.eq(state)]
-        m.d.sync += state.eq(state_next)
 
         # A failure is announced to TOut from a register (``fails`` follows ``failure``), so that
         # the checks' logic stays off the paths into TOut's records; not after a squash.
@@ -169,9 +168,13 @@ class Loader(wiring.Component):
         # above). The queues start their streams in the first CHECKING cycle, from the registered
         # request, so that neither the request's adds nor the acceptance's fanout make a long path.
         idle = self.idle
-        m.d.sync += idle.eq(state_next == LoaderState.IDLE)
         m.d.comb += self.req.ready.eq(idle & self.grant)
         accept = self.req.valid & self.req.ready
+        # ``state_next`` leaves the acceptance out (IDLE -> CHECKING, a squash's cycle aside): it
+        # comes late, from the PE's request queue, and only the registers that need it see it.
+        entering = accept & ~self.squash
+        m.d.sync += [state.eq(Mux(entering, LoaderState.CHECKING, state_next)),
+                     idle.eq((state_next == LoaderState.IDLE) & ~entering)]
         started, judging = Signal(), Signal()
         m.d.sync += [started.eq(accept), judging.eq(started & (state_next == LoaderState.CHECKING))]
         for s, (addr, length) in stream_fields(meta).items():
@@ -187,7 +190,6 @@ class Loader(wiring.Component):
             m.d.sync += meta.eq(self.req.payload)
         with m.If(accept):
             m.d.sync += owed.eq(Cat(1, 1, scaling))
-            m.d.comb += state_next.eq(LoaderState.CHECKING)
         with m.If(judging):
             m.d.comb += state_next.eq(LoaderState.ACTIVE)
             with m.If(bad != ErrorReason.NONE):
@@ -205,13 +207,13 @@ class Loader(wiring.Component):
                      flowing.eq((state_next == LoaderState.ACTIVE) & checked_next)]
 
         # The window unit takes the mask while its value length is checked, and its vOps wait for
-        # the verdict; a failure resets it with the tile's vOps, a cycle later (from a register:
-        # the reset fans out to the whole unit; the tile is no longer ACTIVE by then, so nothing
-        # enters or leaves the unit in between).
-        failed = Signal()
-        m.d.sync += failed.eq(failure)
+        # the verdict; a failure or a squash resets it with the tile's vOps, a cycle later (from a
+        # register: the reset fans out to the whole unit; the tile is no longer ACTIVE by then, so
+        # nothing enters or leaves the unit in between).
+        dropped = Signal()
+        m.d.sync += dropped.eq(failure | self.squash)
         m.d.comb += [
-            window_reset.eq(self.squash | failed),
+            window_reset.eq(dropped),
             window.sparse.eq(self.mode.sparse),
             window.tiles.valid.eq(active & mask_q.beats.valid),
             window.tiles.payload.mask.eq(mask_q.beats.payload.data),
@@ -242,28 +244,37 @@ class Loader(wiring.Component):
     def _issue_lines(self, m, tags, sqq, meta, started, active):
         """Line requests: the first stream (in Stream order) with lines left and room for the next,
         in two steps. The pick takes the next line into a candidate register (stream, index, line
-        address) and steps that stream's counters; the candidate takes a tag and enters a register
-        slice when one is free. So the pick compares registers and the tag's allocation follows
-        registers. The slice is not squashed: its tag is taken, and the tag table waits for the
+        address) and steps that stream's counters; the candidate takes a tag and enters the output
+        buffer when it has room. So the pick compares registers and the tag's allocation follows
+        registers. The buffer is not squashed: its tag is taken, and the tag table waits for the
         response (stale). A candidate is dropped when the tile stops being ACTIVE."""
         fields = stream_fields(meta)
         issued = Array(Signal(LINE_INDEX_BITS + 1, name=f"issued_{s.name.lower()}") for s in Stream)
-        lines = Array(Signal(LINE_INDEX_BITS + 1, name=f"lines_{s.name.lower()}") for s in Stream)
+        # Lines still to issue, counted down, and whether there are any (``more``, a register:
+        # the pick starts at flip-flops).
+        owing = Array(Signal(LINE_INDEX_BITS + 1, name=f"owing_{s.name.lower()}") for s in Stream)
+        more = Array(Signal(name=f"more_{s.name.lower()}") for s in Stream)
         next_line = Array(Signal(self.addr_bits - 6, name=f"next_line_{s.name.lower()}") for s in Stream)
         with m.If(started):
             for s, (addr, length) in fields.items():
-                m.d.sync += [issued[s.value].eq(0), next_line[s.value].eq(addr >> 6),
-                             lines[s.value].eq((addr[:6] + length + LINE_BYTES - 1) // LINE_BYTES)]
+                m.d.sync += [issued[s.value].eq(0), next_line[s.value].eq(addr >> 6)]
+        # The line counts load in every cycle until the tile is ACTIVE: the request's registers
+        # hold still from its acceptance on.
+        for s, (addr, length) in fields.items():
+            end = fast_sum(m, [addr[:6], length, C(LINE_BYTES - 1, 6)])  # (a sum's signals: outside the If)
+            with m.If(~active):  # ceil((offset + length) / 64) lines: some unless both are 0
+                m.d.sync += [owing[s.value].eq(end[6:]), more[s.value].eq((length != 0) | (addr[:6] != 0))]
         m.d.comb += sqq.issue_index.eq(issued[Stream.VALUE.value])
         pick, pending = Signal(Stream), Signal()
         which = pick.as_value()
         for s in reversed(Stream):
-            with m.If(issued[s.value] != lines[s.value]):
+            with m.If(more[s.value]):
                 m.d.comb += [pick.eq(s), pending.eq(1)]
 
         candidate = Signal(data.StructLayout({"stream": Stream, "index": LINE_INDEX_BITS, "line": self.addr_bits - 6}))
         candidate_valid = Signal()
-        m.submodules.line_req_reg = reg = RegisterSlice(self.line_req.payload.shape())
+        # The PE's pick of a context is the port's ready here: it only moves the buffer's pointers.
+        m.submodules.line_req_reg = reg = OutputBuffer(self.line_req.payload.shape())
         wiring.connect(m, reg.o, wiring.flipped(self.line_req))
         m.d.comb += [
             reg.i.valid.eq(active & candidate_valid & tags.free),
@@ -279,7 +290,8 @@ class Loader(wiring.Component):
                          candidate.line.eq(next_line[which])]
             for s in Stream:  # each stream's counters step on their own: the pick only enables them
                 with m.If(picked & (pick == s)):
-                    m.d.sync += [issued[s.value].eq(issued[s.value] + 1),
+                    m.d.sync += [issued[s.value].eq(issued[s.value] + 1), owing[s.value].eq(owing[s.value] - 1),
+                                 more[s.value].eq(owing[s.value] != 1),
                                  next_line[s.value].eq(fast_add(m, next_line[s.value], 0, 1)[:self.addr_bits - 6])]
         with m.If(~active):
             m.d.sync += candidate_valid.eq(0)
@@ -298,26 +310,24 @@ class Loader(wiring.Component):
     def _check_value_length(self, m, mask_q, meta, accept, active, fail):
         """Sparse mode: the value stream must be ceil(ones * Q / 8) bytes; count the mask's ones,
         then compare, before anything flows. The mask beat is taken into the count when it comes
-        (the window unit may take it then too); the count takes three registered steps (16-bit
-        pieces, 128-bit words, the mask), the bits a fourth and the compare a fifth (CHECK_STEPS). Returns
+        (the window unit may take it then too); the count takes four registered steps (bytes, 32-bit
+        and 128-bit words, the mask), the bits a fifth and the compare a sixth (CHECK_STEPS). Returns
         ``checked`` of the next cycle: the streams may flow."""
-        checked, checked_next = Signal(), Signal()
+        checked, checked_next = Signal(), Signal()  # ``checked_next`` leaves the acceptance out
         m.d.comb += checked_next.eq(checked)
-        m.d.sync += checked.eq(checked_next)
+        m.d.sync += checked.eq(Mux(accept, ~self.mode.sparse, checked_next))
         step = Signal(range(CHECK_STEPS + 1))  # cycles since the mask beat came
         mask = mask_q.beats.payload.data
         sums = [mask[k] for k in range(len(mask))]
         assert len(mask) % 128 == 0
-        for n, group in enumerate((16, 8, len(mask) // 128)):
+        for n, group in enumerate((8, 4, 4, len(mask) // 128)):
             # Counts of counts as carry-save sums (a tree of adds maps to ripples of carries).
             sums = [popcount(sums[k:k + group]) if n == 0 else _count_sum(m, sums[k:k + group])
                     for k in range(0, len(sums), group)]
+            # A pipeline without enables: each step is read exactly one cycle after it loads (the
+            # steps advance in every cycle from the one with the beat, ``step`` 0).
             regs = [Signal(len(v), name=f"ones{n}_{k}") for k, v in enumerate(sums)]
-            if n == 0:
-                with m.If(step == 0):  # the first step holds the beat's counts
-                    m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
-            else:
-                m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
+            m.d.sync += [r.eq(v) for r, v in zip(regs, sums)]
             sums = regs
         # ones x Q as one add of two shifted copies (7: 8 x ones - ones), picked by Q: a multiplier
         # maps to a ripple of adds, a sum of all five shifts to a deeper one.
@@ -340,7 +350,6 @@ class Loader(wiring.Component):
                      matches.eq((bits + 7) // 8 == meta.val_len)]
         with m.If(accept):
             m.d.sync += step.eq(0)
-            m.d.comb += checked_next.eq(~self.mode.sparse)
         with m.If(active & ~checked & (mask_q.beats.valid | (step != 0))):
             with m.If(step != CHECK_STEPS):
                 m.d.sync += step.eq(step + 1)

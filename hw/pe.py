@@ -26,7 +26,7 @@ import operator
 from functools import reduce
 
 from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .control import COUNTER_INDEX, Control, RegisterBusSignature
@@ -38,7 +38,7 @@ from .params import LOADERS, TILES_PER_LOADER, ParameterError, check_loaders, ch
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
-from .stages import OutputBuffer, RegisterQueue, RegisterSlice
+from .stages import OutputBuffer, RegisterQueue, RegisterSlice, ShiftQueue
 from .tout import TOut
 
 #: Cycles from the pipeline's chunk that completes a tile row to the row's beat on ``tepl_resp``
@@ -113,11 +113,13 @@ class TileMux(wiring.Component):
         m = Module()
         sel = self.order.payload
         for i, src in enumerate(self.ins):
+            # The data follows ``sel`` alone (a register), not ``order.valid``.
+            with m.If(sel[i]):
+                m.d.comb += self.out.payload.eq(src.payload.data)
             with m.If(self.order.valid & sel[i]):
                 beat = src.payload
                 m.d.comb += [
                     self.out.valid.eq(src.valid & ~beat.skip),
-                    self.out.payload.eq(beat.data),
                     src.ready.eq(beat.skip | self.out.ready),
                     self.order.ready.eq(src.valid & (beat.skip | self.out.ready) & beat.last),
                 ]
@@ -161,8 +163,8 @@ class PE(wiring.Component):
             # One entry per TOut record at most: a request holds its record until it is completed,
             # after its last beats left the selectors (a context may take its next request while
             # its last beats still wait in its output registers). The head is a register
-            # (buffered) and one-hot, so that the selectors' choice is a flip-flop.
-            q = fifo.SyncFIFOBuffered(width=len(loaders), depth=tout.slots)
+            # and one-hot, so that the selectors' choice is a flip-flop, and a pop only shifts.
+            q = ShiftQueue(len(loaders), tout.slots)
             m.submodules[name] = ResetInserter(squash)(q)
             return q
 
@@ -264,7 +266,8 @@ class PE(wiring.Component):
                                     ("values", value_beat_layout(W, L), orders["value"]),
                                     ("scales", scale_beat_layout(), orders["scale"])):
             m.submodules[f"{name}_mux"] = mux = TileMux(layout, len(loaders))
-            wiring.connect(m, order.r_stream, mux.order)
+            m.d.comb += [mux.order.valid.eq(order.r_rdy), mux.order.payload.eq(order.r_data),
+                         order.r_en.eq(mux.order.ready)]
             for i, loader in enumerate(loaders):
                 wiring.connect(m, getattr(loader, name), mux.ins[i])
             # A register between the selectors and the pipeline, so that neither the order FIFOs'

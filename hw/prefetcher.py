@@ -170,7 +170,9 @@ class Prefetcher(wiring.Component):
         raised, low_was_lowered = sig("raised"), sig("low_was_lowered")
         m.d.sync += [ge_low.eq(at_least(dstart_m1, low_m1, signed=True)),
                      ge_start.eq(at_least(dstart_m1, start2, signed=True)),
-                     gt_top.eq(~at_least(top, dend_line)), gt_new.eq(~at_least(new_top, dend_line)),
+                     gt_top.eq(~at_least(top, dend_line)),
+                     # dend_line > new_top, new_top's two values compared apart
+                     gt_new.eq(Mux(start2[lines], dend_line.any(), ~at_least(start2[:lines], dend_line))),
                      gt_raised.eq(~at_least(dend2, dend_line)), low_was_lowered.eq(lowered)]
         raise_ = dv2 & live & Mux(low_was_lowered, ge_start, ge_low) & Mux(prev_new, gt_new, Mux(raised, gt_raised, gt_top))
         m.d.sync += raised.eq(raise_ & ~(v2 & new_pass))
@@ -203,11 +205,13 @@ class Prefetcher(wiring.Component):
         nexts = [Signal(lines, name=f"next_{s.name.lower()}") for s in Stream]
         for k, st in enumerate(states):
             top = st["top"]
-            in_other = Cat(other["live"] & at_least(Cat(top, Const(0)), other["low_m1"], signed=True)
-                          & ~at_least(top, other["top"]) for j, other in enumerate(states) if j != k).any()
+            # Each other pass holding ``top`` is registered alone, and ORed behind the register.
+            inside = Signal(n - 1, name=f"inside_{list(Stream)[k].name.lower()}")
+            m.d.sync += inside.eq(Cat(other["live"] & at_least(Cat(top, Const(0)), other["low_m1"], signed=True)
+                                      & ~at_least(top, other["top"]) for j, other in enumerate(states) if j != k))
             m.d.sync += [pending[k].eq(st["live"] & ~at_least(top, st["target"]) & (self.degree != 0)),
-                         blocked[k].eq(in_other),
                          nexts[k].eq(fast_add(m, top, 0, 1)[:lines])]
+            m.d.comb += blocked[k].eq(inside.any())
         go = fresh & ~busy
         want, skip = pending & ~blocked, pending & blocked
         # Rotate priority after every prefetch so that no stream waits behind a long one.

@@ -22,6 +22,9 @@ two cycles late, which only holds a request back that long. ``start`` drops what
 including a line written in its own cycle.
 """
 
+import operator
+from functools import reduce
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -49,12 +52,20 @@ def _onehot(n, width):
     return Const(1, width) << n
 
 
-def _rotate(value, back, unit):
-    """``value`` rotated left by ``unit`` bits times k, where ``back`` = -k mod (len(value) / unit):
-    the doubled value read from bit ``back`` x ``unit``, a shifter that Verilog writes as one shift
-    (the simulators' fast path; it was a one-hot AND-OR per amount digit, 3x the queue's Verilog
-    for no shorter path: both sides of the rotation are registers)."""
-    return Cat(value, value).bit_select(back * unit, len(value))
+def _rotate(m, name, value, digits, high, unit):
+    """``value`` read from unit ``back`` on, circularly, where back = sum of 4^j x ``digits[j]``
+    (one-hot, registers) + 64 x ``high`` (binary: the row part, for rows of several lines): a
+    4-way AND-OR per digit, each level a signal (it is read four times), as the unpacker's shift.
+    A shifter by ``back`` maps to twice the levels behind the fanout of each amount bit."""
+    for j, digit in enumerate(digits):
+        step = 4 ** j * unit
+        level = Signal(len(value), name=f"{name}{j}")
+        m.d.comb += level.eq(reduce(operator.or_, (Mux(digit[k], Cat(value[k * step:], value[:k * step]), 0)
+                                                   for k in range(4))))
+        value = level
+    if len(high):
+        value = Cat(value, value).bit_select(high * LINE_BYTES * unit, len(value))
+    return value
 
 
 def _index(n):
@@ -96,10 +107,14 @@ class LineQueue(wiring.Component):
         # Where line 0 lands in its row: byte (R - offset) mod R of the row before the stream's first.
         shift0 = Signal(range(R))
         first_mask = Signal(LINE_BYTES)  # the bytes of line 0 that belong to the stream
+        # The offset's base-4 digits, one-hot: the realignment's rotation amounts.
+        digits = [Signal(4, name=f"offset_digit{j}") for j in range(3)]
+        assert LINE_BYTES == 4 ** len(digits)
         with m.If(self.start):
             neg = -self.offset % R
             m.d.sync += [offset.eq(self.offset), length.eq(self.length), shift0.eq(neg),
-                         first_mask.eq(~_below(self.offset, LINE_BYTES))]
+                         first_mask.eq(~_below(self.offset, LINE_BYTES)),
+                         *(d.eq(Const(1, 4) << self.offset[2 * j:2 * j + 2]) for j, d in enumerate(digits))]
         # The line holding the stream's last byte and that byte's place in it (offset + length - 1 =
         # 64 last_line + last_byte), as a mask of the line's bytes up to it: registered from the
         # stream's registers, so stale for one cycle after ``start``, when no line is in stage W1
@@ -117,7 +132,8 @@ class LineQueue(wiring.Component):
         w1_valid = Signal()
         w1 = Signal(write_layout())
         m.d.sync += [w1_valid.eq(w.valid & ~self.start), w1.eq(w.payload)]
-        row_b, rotated, en, wraps = self._realign(m, offset, shift0, first_mask, last_mask, last_line, w1_valid, w1)
+        row_b, rotated, en, wraps = self._realign(m, offset, digits, shift0, first_mask, last_mask, last_line,
+                                                  w1_valid, w1)
         # Stage W2: the row writes, registered, so that a macro's inputs come from flip-flops and a
         # one-row queue's register takes its bytes straight from them.
         w2_mark = Signal(self.slots)  # the line's arrival slot, one-hot (none without a line)
@@ -156,7 +172,7 @@ class LineQueue(wiring.Component):
         m.d.comb += self.room.eq(Mux(self.issue_index[0] == index_bit, room_at, room_after) | fits)
         return m
 
-    def _realign(self, m, offset, shift0, first_mask, last_mask, last_line, valid, line):
+    def _realign(self, m, offset, digits, shift0, first_mask, last_mask, last_line, valid, line):
         """The line of stage W1 rotated into place and its byte enables: it lands at bytes
         [shift, shift + 64) of rows ``row_b`` - 1 and ``row_b`` taken as one, so the rotated bytes
         below ``shift`` (``wraps``) belong to row ``row_b``, the others to the row before. The
@@ -171,20 +187,20 @@ class LineQueue(wiring.Component):
         shift = Signal(range(R))
         m.d.comb += shift.eq(shift0 + line.index * LINE_BYTES)  # u mod R, with its low bits from a register
         row_b = u // R  # the row holding the line's end (or all of it when aligned)
-        # The rotation's -shift mod R: the offset, and in a row of several lines minus the line's
-        # place in it (no borrow crosses from the offset's six bits).
-        back = Signal(range(R))
-        m.d.comb += back.eq(Cat(offset, (-line.index)[:(R // LINE_BYTES).bit_length() - 1]))
+        # The rotation's -shift mod R: the offset (``digits``), and in a row of several lines minus
+        # the line's place in it (``high``: no borrow crosses from the offset's six bits).
+        high = (-line.index)[:(R // LINE_BYTES).bit_length() - 1]
 
-        def placed(mask):
-            return _rotate(Const(0, R) | mask, back, 1)
+        def placed(name, mask):
+            return _rotate(m, name, Const(0, R) | mask, digits, high, 1)
 
-        first = Mux(line.index == 0, placed(first_mask), Const((1 << R) - 1, R))
-        last = Mux(line.index == last_line, placed(last_mask), Const((1 << R) - 1, R))
+        first = Mux(line.index == 0, placed("first_placed", first_mask), Const((1 << R) - 1, R))
+        last = Mux(line.index == last_line, placed("last_placed", last_mask), Const((1 << R) - 1, R))
+        line_bytes = placed("line_placed", Const((1 << LINE_BYTES) - 1, LINE_BYTES))
         rotated = Signal(8 * R)
         en = Signal(R)
-        m.d.comb += [rotated.eq(_rotate(Const(0, 8 * R) | line.data, back, 8)),
-                     en.eq(Mux(valid, placed(Const((1 << LINE_BYTES) - 1, LINE_BYTES)) & first & last, 0))]
+        m.d.comb += [rotated.eq(_rotate(m, "rotated", Const(0, 8 * R) | line.data, digits, high, 8)),
+                     en.eq(Mux(valid, line_bytes & first & last, 0))]
         return row_b, rotated, en, _below(shift, R)
 
     def _bank_writes(self, m, row_b, rotated, en, wraps):

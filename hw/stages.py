@@ -57,16 +57,38 @@ class RegisterSlice(wiring.Component):
                 skid_valid.eq(0),
                 ready.eq(1),
             ]
-        with m.Elif(self.i.valid & ~skid_valid):
-            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1), ready.eq(0)]
+        with m.Elif(~skid_valid):
+            # The skid register loads whether or not a beat comes (its valid bit tells), so that
+            # ``i.valid`` enables none of its flip-flops.
+            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(self.i.valid), ready.eq(~self.i.valid)]
+        return m
+
+
+class _SlotSelect(wiring.Component):
+    """A share of an ``OutputBuffer``'s output bits with a read pointer of its own: a flip-flop in a
+    module of its own, which synthesis keeps apart from the other copies (it merges equal
+    flip-flops within a module), so that each copy drives ``CHUNK`` multiplexers, not all of them."""
+
+    def __init__(self, width):
+        super().__init__({"rp_next": In(1), "slots": In(2 * width), "o": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        rp = Signal()
+        m.d.sync += rp.eq(self.rp_next)
+        m.d.comb += self.o.eq(Mux(rp, self.slots[len(self.o):], self.slots[:len(self.o)]))
         return m
 
 
 class OutputBuffer(wiring.Component):
     """A stream through a two-entry FIFO of registers whose output is the multiplexer of the two:
     ``o.ready`` moves the read pointer and the fill count only, so that an output port's ready (an
-    input of the design) enables no wide register; ``i.ready`` is a register. One beat per cycle,
-    one cycle of latency."""
+    input of the design, or a late selection) enables no wide register; a free entry loads
+    ``i.payload`` in every cycle, so that ``i.valid`` enables none either; ``i.ready`` is a
+    register. One beat per cycle, one cycle of latency."""
+
+    #: Output bits per copy of the read pointer (see ``_SlotSelect``).
+    CHUNK = 64
 
     def __init__(self, layout):
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
@@ -79,13 +101,21 @@ class OutputBuffer(wiring.Component):
         room = Signal(init=1)  # count < 2, registered
         push = self.i.valid & room
         pop = self.o.valid & self.o.ready
+        full = Signal(2)
         for k, slot in enumerate(slots):
-            with m.If(push & (wp == k)):
+            with m.If(~full[k]):
                 m.d.sync += slot.eq(self.i.payload)
         after = count + push - pop
-        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), count.eq(after), room.eq(after < 2)]
-        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
-                     self.o.payload.eq(Mux(rp, slots[1], slots[0]))]
+        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), count.eq(after), room.eq(after < 2),
+                     full.eq(full & ~Mux(pop, Mux(rp, 0b10, 0b01), 0) | Mux(push, Mux(wp, 0b10, 0b01), 0))]
+        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0)]
+        out = Value.cast(self.o.payload)
+        for c, at in enumerate(range(0, len(out), self.CHUNK)):
+            part = slice(at, min(at + self.CHUNK, len(out)))
+            m.submodules[f"select{c}"] = select = _SlotSelect(part.stop - part.start)
+            m.d.comb += [select.rp_next.eq(rp ^ pop),
+                         select.slots.eq(Cat(Value.cast(slots[0])[part], Value.cast(slots[1])[part])),
+                         out[part].eq(select.o)]
         return m
 
 
@@ -122,6 +152,29 @@ class RegisterQueue(wiring.Component):
                      self.level.eq(self.level + push - pop)]
         m.d.comb += [self.w_rdy.eq(self.level != self.depth), self.r_rdy.eq(self.level != 0),
                      self.r_data.eq(entries[rp])]
+        return m
+
+
+class ShiftQueue(RegisterQueue):
+    """A FIFO of ``depth`` registers for narrow entries read by wide logic: the head is always
+    entry 0 (``r_data`` is a register), a read shifts every entry down by one, and the occupancy is
+    a thermometer code, so that ``r_en`` only selects each entry's source (no pointer or count
+    arithmetic behind it). A free entry loads ``w_data`` in every cycle, as in ``RegisterQueue``,
+    whose ports it has."""
+
+    def elaborate(self, platform):
+        m = Module()
+        entries = [Signal.like(self.r_data, name=f"entry{k}") for k in range(self.depth)]
+        full = Signal(self.depth)  # entry k holds one: full[:level] set
+        push, pop = self.w_en & self.w_rdy, self.r_en & self.r_rdy
+        for k, entry in enumerate(entries):
+            above = (entries[k + 1], full[k + 1]) if k + 1 < self.depth else (self.w_data, 0)
+            kept = Mux(full[k], entry, self.w_data)
+            m.d.sync += entry.eq(Mux(pop, Mux(above[1], above[0], self.w_data), kept))
+        grown = Cat(1, full[:-1])
+        m.d.sync += full.eq(Mux(pop, Mux(push, full, full >> 1), Mux(push, grown, full)))
+        m.d.comb += [self.w_rdy.eq(~full[-1]), self.r_rdy.eq(full[0]), self.r_data.eq(entries[0]),
+                     self.level.eq(sum(full))]
         return m
 
 

@@ -90,9 +90,16 @@ class CodeUnpacker(wiring.Component):
         accept = self.values.valid & self.values.ready
         held_next, bits_next = Mux(self.values.ready, self.values.valid, held), Mux(accept, beat.nbytes * 8, bits)
         m.d.sync += [held.eq(held_next), bits.eq(bits_next)]
-        lead = Signal(len(self.wp), init=beat_bits)
+        # ``lead`` (below) is either of two registers, as the last cycle's write decision went
+        # (``stayed``), and that decision compares both with the pointers: it ends at flip-flops
+        # whose inputs it does not select. ``next_offset``, lead's byte in a beat, is a register of
+        # its own for the rotation's wide fanout.
+        lead_kept, lead_moved = Signal(len(self.wp), init=beat_bits), Signal(len(self.wp))
+        stayed = Signal(init=1)
+        lead = Signal(len(self.wp))
+        m.d.comb += lead.eq(Mux(stayed, lead_kept, lead_moved))
         offset_bits = (beat_bytes - 1).bit_length()
-        next_offset = lead[3:3 + offset_bits]
+        next_offset = Signal(offset_bits)
         rotated = Signal(beat_bits)
         with m.If(accept):
             m.d.sync += rotated.eq((Cat(beat.data, beat.data) << next_offset * 8)[beat_bits:])
@@ -113,32 +120,35 @@ class CodeUnpacker(wiring.Component):
                     m.d.sync += word.word_select(k, 8).eq(rotated.word_select(k, 8))
 
         # Next cycle's write: a held beat with room for a whole beat behind the next cycle's ``ptr``,
-        # after this cycle's write. ``lead`` is a register: the next cycle's ``wp`` plus a beat,
-        # updated with both outcomes of the decision ready, so that the decision is one subtraction
-        # and a compare.
+        # after this cycle's write. ``lead`` is the next cycle's ``wp`` plus a beat.
         after = Mux(accept, fast_add(m, lead, beat.nbytes * 8)[:len(lead)], fast_add(m, lead, bits)[:len(lead)])
 
         # lead - ptr is between a beat and 1.5 x size (size = 2^(n-1) for n-bit pointers: W and L
         # are powers of two), so it is at most size when ptr - lead, modulo 2^n, is at least 2^(n-1):
-        # one subtraction's top bit, no compare.
+        # one subtraction's top bit, no compare. ``lead`` is byte aligned, so the bytes decide.
         assert size == 1 << (len(self.wp) - 1)
 
         def fits(ptr):
-            return fast_add(m, ptr, ~lead, carry_in=1)[len(ptr) - 1]
+            return Mux(stayed, *(fast_add(m, ptr[3:], ~base[3:], carry_in=1)[len(ptr) - 4]
+                                 for base in (lead_kept, lead_moved)))
         write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
-        m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next),
-                     self.added.eq(Mux(write_next, bits_next, 0)), lead.eq(Mux(write_next, after, lead))]
+        m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), stayed.eq(~write_next),
+                     self.added.eq(Mux(write_next, bits_next, 0)), lead_kept.eq(lead), lead_moved.eq(after),
+                     next_offset.eq(Mux(write_next, after, lead)[3:3 + offset_bits])]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]
         span = self.beat_bits // WORD + 1  # words that hold any beat of bits
-        first = self.ptr[(WORD - 1).bit_length():(self.size - 1).bit_length()]
+        # The word holding ``ptr``, one-hot in a register that follows ``take``: the select is an
+        # AND-OR behind a flip-flop rather than a decode of ``ptr`` fanned out to every word.
+        word_bits = slice((WORD - 1).bit_length(), (self.size - 1).bit_length())
+        first = Signal(len(words), init=1)
+        with m.If(self.take):
+            m.d.sync += first.eq((Const(1, len(words)) << self.next_ptr[word_bits])[:len(words)])
         picking = Signal(span * WORD)
         for j in range(span):
-            with m.Switch(first):
-                for k in range(len(words)):
-                    with m.Case(k):
-                        m.d.comb += picking.word_select(j, WORD).eq(words[(k + j) % len(words)])
+            m.d.comb += picking.word_select(j, WORD).eq(
+                reduce(operator.or_, (Mux(first[k], words[(k + j) % len(words)], 0) for k in range(len(words)))))
         picked = hold(m, "picked", picking, self.en)
         # The shift within a word, by its base-4 digits, each one-hot in a register: three levels of
         # 4-way AND-OR instead of six of 2-way muxes behind a fanout of the amount.

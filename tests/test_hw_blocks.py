@@ -26,7 +26,7 @@ from deca.hw.lut_array import LUTArray
 from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
-from deca.hw.stages import OutputBuffer, RegisteredPorts, RegisterSlice, RegisterQueue
+from deca.hw.stages import OutputBuffer, RegisteredPorts, RegisterSlice, RegisterQueue, ShiftQueue
 from deca.hw.unpacker import READ_LATENCY, CodeUnpacker
 
 from aig import Netlist
@@ -728,12 +728,13 @@ def test_register_slice_passes_every_beat_in_order_with_ready_from_a_register(ki
     assert rate["gaps"] == ({2} if kind == "no_skid" else {1}), rate
 
 
-@pytest.mark.parametrize("depth", [1, 2, 4])
-def test_register_queue_is_a_fifo_with_ready_from_registers(depth, rng):
+@pytest.mark.parametrize("queue", [RegisterQueue, ShiftQueue])
+@pytest.mark.parametrize("depth", [1, 2, 4, 11])
+def test_register_queue_is_a_fifo_with_ready_from_registers(queue, depth, rng):
     """Random writes and reads against a Python deque: every entry comes out in order, a write is
     readable in the next cycle, the queue fills to ``depth``, and neither ``w_rdy`` nor ``r_rdy``
     moves with ``w_en`` or ``r_en`` in the same cycle."""
-    dut = RegisterQueue(16, depth)
+    dut = queue(16, depth)
     model, got = deque(), []
 
     async def tb(ctx):
@@ -767,7 +768,7 @@ def test_register_queue_is_a_fifo_with_ready_from_registers(depth, rng):
 @pytest.mark.parametrize("signed", [False, True])
 def test_at_least_compares_every_pair_of_mixed_width_operands(signed):
     m = Module()
-    a, b, ge = Signal(9), Signal(3), Signal()  # 9 bits: two levels of the tree of halves
+    a, b, ge = Signal(9), Signal(3), Signal()  # 9 bits: several levels of the tree of halves
     m.d.comb += ge.eq(at_least(a, b, signed=signed))
 
     def value(bits, width):
