@@ -4,7 +4,7 @@ parallel-prefix carry network, and carry-save sums of several operands."""
 
 import weakref
 
-from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, Value
 
 
 class _FastAdd(Elaboratable):
@@ -106,7 +106,8 @@ def at_least(a, b, signed=False):
         half = len(x) // 2
         ge_lo, eq_lo = tree(x[:half], y[:half])
         ge_hi, eq_hi = tree(x[half:], y[half:])
-        return (ge_hi & ~eq_hi) | (eq_hi & ge_lo), eq_hi & eq_lo
+        # the low half decides when the high halves are equal: each half's expressions written once
+        return Mux(eq_hi, ge_lo, ge_hi), eq_hi & eq_lo
 
     return tree(extend(a), extend(b))[0]
 
