@@ -179,7 +179,7 @@ class DequantStage(wiring.Component):
         # SD write, off the issue loop's registers. The stage holds at most seven vOps: two in the
         # slice, the plan, the head and one per read and LUT stage.
         entry_layout = data.StructLayout({f: vop_layout(W).members[f] for f in QUEUED_FIELDS})
-        queue = [Signal(entry_layout, name=f"queued{i}") for i in range(QUEUED)]
+        queue = [Signal(entry_layout, name=f"queued{i}", reset_less=True) for i in range(QUEUED)]
         put, get = Signal(range(QUEUED)), Signal(range(QUEUED))
         with m.If(self.vops.valid & self.vops.ready):
             m.d.sync += put.eq(put + 1)
@@ -198,7 +198,9 @@ class DequantStage(wiring.Component):
                 m.d.sync += later.eq(op)
             op = later
 
-        sd = self.sd.payload
+        # SD's data has no reset (``sd.valid`` has): a reset gate would sit on the LUT read's path.
+        sd = Signal.like(self.sd.payload, reset_less=True)
+        m.d.comb += self.sd.payload.eq(sd)
         with m.If(advance & op.valid):
             for count, cond in modes.items():
                 with m.If(cond):

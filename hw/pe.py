@@ -20,12 +20,18 @@ first chunk out of the pipeline, and gives it back with its last completion row.
 the request queue, the contexts' state, the order FIFOs, the pipeline and TOut in one cycle; the
 tag tables keep their entries (stale) until the aborted lines come back, and the prefetcher and
 registers are untouched.
+
+Everything but the control registers runs in the local ``datapath`` domain: the ``sync`` clock,
+and as reset a flip-flop copy of ``rst``, so that the input reaches that flip-flop and the
+registers alone, not the tens of thousands of flip-flops behind it (its buffer tree made the
+input the PE's slowest path). The datapath leaves reset a cycle after ``rst`` falls; in that
+cycle the ports are closed as in a squash's (no ``ready``, no ``valid``).
 """
 
 import operator
 from functools import reduce
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Module, Mux, ResetInserter, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,6 +51,11 @@ from .tout import TOut
 #: (core ready, no earlier beat in the way): TOut reads the row in the next cycle, into its response
 #: register, then the port's response register.
 ROW_LATENCY = 3
+
+
+def in_datapath(elaboratable):
+    """``elaboratable`` in the PE's ``datapath`` domain (see the module's docstring)."""
+    return DomainRenamer("datapath")(elaboratable)
 
 
 def request_queue_entries(loaders):
@@ -141,6 +152,12 @@ class PE(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         squash = self.squash
+        m.domains.datapath = datapath = ClockDomain("datapath", local=True)
+        reset_copy = Signal(reset_less=True)  # without a reset of its own, or rst would clear it
+        m.d.sync += reset_copy.eq(ResetSignal())
+        m.d.comb += [datapath.clk.eq(ClockSignal()), datapath.rst.eq(reset_copy)]
+        closed = Signal()  # the ports: in a squash's cycle, and while the datapath is being reset
+        m.d.comb += closed.eq(squash | datapath.rst)
         m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
         # A Loader unit holds one tile: each loader is TILES_PER_LOADER of them, its tile contexts,
@@ -152,11 +169,11 @@ class PE(wiring.Component):
         pipeline = Pipeline(self.W, self.L)
         tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.loaders,
                     waiting=request_queue_entries(self.loaders) + 1)  # + 1: see ``TOut.room``
-        m.submodules.pipeline = ResetInserter(squash)(pipeline)
-        m.submodules.tout = ResetInserter(squash)(tout)
+        m.submodules.pipeline = in_datapath(ResetInserter(squash)(pipeline))
+        m.submodules.tout = in_datapath(ResetInserter(squash)(tout))
         wiring.connect(m, regs.cfg, pipeline.cfg)
         for i, loader in enumerate(loaders):
-            m.submodules[f"loader{i}"] = loader
+            m.submodules[f"loader{i}"] = in_datapath(loader)
             m.d.comb += [getattr(loader.mode, name).eq(getattr(regs.cfg, name)) for name in MODE_MEMBERS]
 
         def order_fifo(name):
@@ -165,19 +182,19 @@ class PE(wiring.Component):
             # its last beats still wait in its output registers). The head is a register
             # and one-hot, so that the selectors' choice is a flip-flop, and a pop only shifts.
             q = ShiftQueue(len(loaders), tout.slots)
-            m.submodules[name] = ResetInserter(squash)(q)
+            m.submodules[name] = in_datapath(ResetInserter(squash)(q))
             return q
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
-        self._requests(m, loaders, orders, regs, tout)
+        self._requests(m, loaders, orders, regs, tout, closed)
         self._pipeline_inputs(m, loaders, orders, pipeline)
-        waiting_completion = self._completions(m, pipeline, tout)
-        self._memory(m, loaders, orders["value"])
+        waiting_completion = self._completions(m, pipeline, tout, closed)
+        self._memory(m, loaders, orders["value"], closed)
         self._status(m, per_port, orders, pipeline, regs,
                      busy=tout.busy | tout.accept | waiting_completion)
         return m
 
-    def _requests(self, m, loaders, orders, regs, tout):
+    def _requests(self, m, loaders, orders, regs, tout, closed):
         """The ports feed the request queue, a request a cycle (the lowest port wins a tie), while it
         and TOut's records have room; an accepted request is registered, and enters the queue, TOut's
         records and the prefetcher's view in the next cycle. The queue's head moves to the first idle tile context (of any loader), which
@@ -193,7 +210,7 @@ class PE(wiring.Component):
         squash = self.squash
         request_layout = self.tepl_req[0].payload.shape()
         queue = RegisterQueue(request_layout, request_queue_entries(self.loaders))
-        m.submodules.request_queue = ResetInserter(squash)(queue)
+        m.submodules.request_queue = in_datapath(ResetInserter(squash)(queue))
         # Each port's request is registered as it comes, and the one accepted (``taken``) enters
         # the queue, TOut's records and the prefetcher in the next cycle: no input reaches more than
         # a register. The ports' ``ready`` keeps a queue entry and a record (``TOut.room``) for it.
@@ -204,8 +221,8 @@ class PE(wiring.Component):
         room = Mux(taken.any(), queue.level < depth - 1, queue.level < depth)
         taken_before = Const(0)
         for p, port in enumerate(self.tepl_req):
-            m.d.comb += port.ready.eq(room & tout.room & ~taken_before & ~squash)
-            m.d.sync += [held[p].eq(port.payload), taken[p].eq(port.valid & port.ready)]
+            m.d.comb += port.ready.eq(room & tout.room & ~taken_before & ~closed)
+            m.d.datapath += [held[p].eq(port.payload), taken[p].eq(port.valid & port.ready)]
             taken_before = taken_before | port.valid
         for p in reversed(range(self.loaders)):
             with m.If(taken[p]):
@@ -222,9 +239,9 @@ class PE(wiring.Component):
         m.d.comb += [move.eq(queue.r_rdy & Cat(idle).any()), queue.r_en.eq(move)]
         moved = Signal(range(tout.slots))
         with m.If(move):
-            m.d.sync += moved.eq(Mux(moved == tout.slots - 1, 0, moved + 1))
+            m.d.datapath += moved.eq(Mux(moved == tout.slots - 1, 0, moved + 1))
         with m.If(squash):
-            m.d.sync += moved.eq(0)
+            m.d.datapath += moved.eq(0)
         which = Signal(len(loaders))  # the context the head moves to, one-hot
         for i, loader in enumerate(loaders):
             first_idle = ~Cat(idle[:i]).any()
@@ -235,17 +252,18 @@ class PE(wiring.Component):
         scaling = regs.cfg.scale_format != ScaleFormat.NONE
         for name in ("vop", "value", "scale"):
             enter, entering = move & scaling if name == "scale" else move, Signal(name=f"{name}_entering")
-            m.d.sync += [entering.eq(enter & ~squash), orders[name].w_data.eq(which)]
+            m.d.datapath += [entering.eq(enter & ~squash), orders[name].w_data.eq(which)]
             m.d.comb += orders[name].w_en.eq(entering)
         for i, loader in enumerate(loaders):
             # TOut's record of the context's request (a context announces a failure from the cycle
             # after its acceptance on).
             slot = Signal(range(tout.slots), name=f"slot{i}")
             with m.If(move & which[i]):
-                m.d.sync += slot.eq(moved)
+                m.d.datapath += slot.eq(moved)
             m.d.comb += [tout.fails[i].en.eq(loader.fails), tout.fails[i].reason.eq(loader.reason),
                          tout.fails[i].slot.eq(slot)]
-        m.submodules.prefetcher = prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
+        prefetcher = Prefetcher(self.addr_bits, self.id_bits, len(loaders))
+        m.submodules.prefetcher = in_datapath(prefetcher)
         m.d.comb += [
             prefetcher.observe.eq(pending & ~squash),
             prefetcher.request.eq(entry),
@@ -255,9 +273,11 @@ class PE(wiring.Component):
         ]
         # Prefetches leave from registers, as the other outputs do (a squash leaves them alone);
         # the port's ready only moves the buffer's pointers.
-        m.submodules.pf_req_reg = pf_req = OutputBuffer(self.pf_req.payload.shape())
+        pf_req = OutputBuffer(self.pf_req.payload.shape())
+        m.submodules.pf_req_reg = in_datapath(pf_req)
         wiring.connect(m, prefetcher.pf, pf_req.i)
-        wiring.connect(m, pf_req.o, wiring.flipped(self.pf_req))
+        m.d.comb += [self.pf_req.payload.eq(pf_req.o.payload), self.pf_req.valid.eq(pf_req.o.valid & ~ResetSignal("datapath")),
+                     pf_req.o.ready.eq(self.pf_req.ready & ~ResetSignal("datapath"))]
 
     def _pipeline_inputs(self, m, loaders, orders, pipeline):
         """The pipeline's three inputs, each following request order."""
@@ -265,7 +285,8 @@ class PE(wiring.Component):
         for name, layout, order in (("vops", vop_layout(W), orders["vop"]),
                                     ("values", value_beat_layout(W, L), orders["value"]),
                                     ("scales", scale_beat_layout(), orders["scale"])):
-            m.submodules[f"{name}_mux"] = mux = TileMux(layout, len(loaders))
+            mux = TileMux(layout, len(loaders))
+            m.submodules[f"{name}_mux"] = in_datapath(mux)
             m.d.comb += [mux.order.valid.eq(order.r_rdy), mux.order.payload.eq(order.r_data),
                          order.r_en.eq(mux.order.ready)]
             for i, loader in enumerate(loaders):
@@ -274,24 +295,25 @@ class PE(wiring.Component):
             # selection nor the pipeline's ready reaches across in one cycle (one scale beat per
             # tile: its register needs no skid, and then the ready enables no data register).
             slice_ = RegisterSlice(layout, skid=name != "scales")
-            m.submodules[f"{name}_reg"] = slice_ = ResetInserter(self.squash)(slice_)
+            m.submodules[f"{name}_reg"] = in_datapath(ResetInserter(self.squash)(slice_))
             wiring.connect(m, mux.out, slice_.i)
             wiring.connect(m, slice_.o, getattr(pipeline, name))
 
-    def _completions(self, m, pipeline, tout):
+    def _completions(self, m, pipeline, tout, closed):
         """Chunks into TOut's buffer ring, completions in request order through the response
         register; ``squash`` gates the port in its own cycle. Returns: a beat is in that register."""
         wiring.connect(m, pipeline.out, tout.chunks)
-        m.submodules.tepl_resp_reg = resp = ResetInserter(self.squash)(OutputBuffer(tout.resp.payload.shape()))
+        resp = OutputBuffer(tout.resp.payload.shape())
+        m.submodules.tepl_resp_reg = in_datapath(ResetInserter(self.squash)(resp))
         wiring.connect(m, tout.resp, resp.i)
         m.d.comb += [
             self.tepl_resp.payload.eq(resp.o.payload),
-            self.tepl_resp.valid.eq(resp.o.valid & ~self.squash),
-            resp.o.ready.eq(self.tepl_resp.ready & ~self.squash),
+            self.tepl_resp.valid.eq(resp.o.valid & ~closed),
+            resp.o.ready.eq(self.tepl_resp.ready & ~closed),
         ]
         return resp.o.valid
 
-    def _memory(self, m, loaders, value_order):
+    def _memory(self, m, loaders, value_order, closed):
         """Line reads: the context of the oldest request whose values are still to flow first, then
         the next ones in order (wrapping around); the tag's top bits name the context, whose
         responses they route back."""
@@ -312,7 +334,8 @@ class PE(wiring.Component):
         # Requests leave from registers (the port's ready only moves the buffer's pointers); a
         # squash does not drop one there, nor one moving into it, since its tag-table entry waits
         # for the response (stale): ``squash`` only gates the port, in its own cycle.
-        m.submodules.mem_req_reg = req = OutputBuffer(self.mem_req.payload.shape())
+        req = OutputBuffer(self.mem_req.payload.shape())
+        m.submodules.mem_req_reg = in_datapath(req)
         m.d.comb += [
             req.i.valid.eq(valid.any()),
             req.i.payload.addr.eq(reduce(operator.or_, (Mux(pick[i], ld.line_req.payload.addr, 0)
@@ -320,19 +343,22 @@ class PE(wiring.Component):
             req.i.payload.tag.eq(Cat(reduce(operator.or_, (Mux(pick[i], ld.line_req.payload.tag, 0)
                                                            for i, ld in enumerate(loaders))), index)),
             self.mem_req.payload.eq(req.o.payload),
-            self.mem_req.valid.eq(req.o.valid & ~self.squash),
-            req.o.ready.eq(self.mem_req.ready & ~self.squash),
+            self.mem_req.valid.eq(req.o.valid & ~closed),
+            req.o.ready.eq(self.mem_req.ready & ~closed),
         ]
-        # Responses enter a register first (every cycle: there is no ready).
-        resp = Signal.like(self.mem_resp.payload)
-        resp_valid = Signal()
-        m.d.sync += [resp.eq(self.mem_resp.payload), resp_valid.eq(self.mem_resp.valid)]
+        # Responses enter a register first (every cycle: there is no ready), with the context the
+        # tag names decoded on the way in, so that the register's valid bits are one-hot.
+        resp = Signal.like(self.mem_resp.payload, reset_less=True)
         tag = resp.tag
         index_bits = (self.tags // TILES_PER_LOADER - 1).bit_length()
+        resp_valid = Signal(n)
+        m.d.datapath += [resp.eq(self.mem_resp.payload),
+                         resp_valid.eq(Cat(self.mem_resp.valid & (self.mem_resp.payload.tag[index_bits:] == i)
+                                           for i in range(n)))]
         for i, loader in enumerate(loaders):
             m.d.comb += [
                 loader.line_req.ready.eq(req.i.ready & pick[i]),
-                loader.line_resp.valid.eq(resp_valid & (tag[index_bits:] == i)),
+                loader.line_resp.valid.eq(resp_valid[i]),
                 loader.line_resp.payload.tag.eq(tag[:index_bits]),
                 loader.line_resp.payload.data.eq(resp.data),
             ]

@@ -57,6 +57,10 @@ MAX_DELTA = 1 << 16
 LATENCY = 6
 
 
+#: A stream's registers that have a reset: valid bits, flags that hold across tiles.
+STATE = {"dv0", "dv1", "dv2", "v0", "idle0", "v1", "idle1", "v2", "idle2", "last_valid", "live", "prev_new", "raised"}
+
+
 def window_tiles(loaders):
     """How many of its own lengths a tile may start below the pass's front and still be in the pass."""
     return 1 << (2 * loaders - 1).bit_length()
@@ -86,7 +90,9 @@ class Prefetcher(wiring.Component):
         A, lines, name = self.addr_bits, self.addr_bits - 6, s.name.lower()
 
         def sig(what, shape=1):
-            return Signal(shape, name=f"{what}_{name}")
+            # Only the valid bits and ``live`` need a reset: the rest is read under them (a reset
+            # would put a gate in front of each flip-flop, on paths as long as a 48-bit add).
+            return Signal(shape, name=f"{what}_{name}", reset_less=what not in STATE)
 
         def last_byte(a, n):
             # a + n - 1 = a + n + (2^A - 1): one carry-save step, then one add.
@@ -134,7 +140,7 @@ class Prefetcher(wiring.Component):
         # new pass (then the pass is ``prev``'s alone) or not (then the front is the higher and the
         # low line the lower of the two).
         front, live = sig("front", A), sig("live")
-        low_m1, top, target = Signal(lines + 1, name=f"low_m1_{name}"), sig("top", lines), sig("target", lines)
+        low_m1, top, target = sig("low_m1", lines + 1), sig("top", lines), sig("target", lines)
         deg = self.degree
         parts = [Mux(deg[k], d1 << k, 0) for k in range(4)]
         # Near the top of the address space the target could wrap: no prefetching there.
@@ -202,7 +208,7 @@ class Prefetcher(wiring.Component):
         fresh = Signal()  # the flags below describe the current state
         busy = Cat(st["busy"] for st in states).any()
         pending, blocked = Signal(n), Signal(n)
-        nexts = [Signal(lines, name=f"next_{s.name.lower()}") for s in Stream]
+        nexts = [Signal(lines, name=f"next_{s.name.lower()}", reset_less=True) for s in Stream]
         for k, st in enumerate(states):
             top = st["top"]
             # Each other pass holding ``top`` is registered alone, and ORed behind the register.

@@ -130,7 +130,7 @@ class LineQueue(wiring.Component):
         # Stage W1: the written line and its index.
         w = self.write
         w1_valid = Signal()
-        w1 = Signal(write_layout())
+        w1 = Signal(write_layout(), reset_less=True)  # data registers here have no reset: valid bits say
         m.d.sync += [w1_valid.eq(w.valid & ~self.start), w1.eq(w.payload)]
         row_b, rotated, en, wraps = self._realign(m, offset, digits, shift0, first_mask, last_mask, last_line,
                                                   w1_valid, w1)
@@ -209,7 +209,7 @@ class LineQueue(wiring.Component):
         R = self.row_bytes
         layout = data.StructLayout({"addr": _index(self.rows // 2), "data": 8 * R, "en": R})
         writes = [Signal(layout, name=f"write_{name}") for name in ("even", "odd")]
-        data_reg = Signal(8 * R)  # both banks take the same rotated line
+        data_reg = Signal(8 * R, reset_less=True)  # both banks take the same rotated line
         m.d.sync += data_reg.eq(rotated)
         for parity, port in enumerate(writes):
             at_end = row_b[0] == parity
@@ -225,8 +225,9 @@ class LineQueue(wiring.Component):
         seen = Signal(self.slots)
         slot = arrived % self.slots
         joined = (seen | mark).bit_select(slot, 1)
+        # The increment is an add of its own, so that ``joined`` (late) only picks its result.
         m.d.sync += [seen.eq((seen | mark) & ~Mux(joined, _onehot(slot, self.slots), 0)),
-                     arrived.eq(Mux(joined, arrived + 1, arrived))]
+                     arrived.eq(Mux(joined, fast_add(m, arrived, 0, 1)[:len(arrived)], arrived))]
         with m.If(self.start):
             m.d.sync += [arrived.eq(0), seen.eq(0)]
         return arrived
@@ -241,23 +242,27 @@ class LineQueue(wiring.Component):
         # beat is the last and the line holding its last byte. ``need`` follows the registers a
         # cycle later unless the beat is issued, so it is stale after ``start`` (with
         # ``last_line``) while nothing has arrived.
-        pos = Signal(LEN_BITS + 8)
-        rest = Signal(signed(LEN_BITS + 2))
-        reach = Signal(LEN_BITS + 8)
-        last = Signal()
-        need = Signal(LINE_INDEX_BITS + 1)
+        # ``start`` loads these, and nothing issues before it (``arrived`` is 0): no reset, which
+        # would be a gate behind the issue's fanout.
+        pos = Signal(LEN_BITS + 8, reset_less=True)
+        rest = Signal(signed(LEN_BITS + 2), reset_less=True)
+        reach = Signal(LEN_BITS + 8, reset_less=True)
+        last = Signal(reset_less=True)
+        need = Signal(LINE_INDEX_BITS + 1, reset_less=True)
         empty = Signal()
         done = Signal()  # every beat of the stream was issued
 
         valid1 = Signal()
-        row1 = Signal(_index(self.rows))
-        last1 = Signal()
-        nbytes1 = Signal(range(B + 1))
-        sel1 = Signal(_index(R // B))
+        row1 = Signal(_index(self.rows), reset_less=True)  # stage 1's data: ``valid1`` says
+        last1 = Signal(reset_less=True)
+        nbytes1 = Signal(range(B + 1), reset_less=True)
+        sel1 = Signal(_index(R // B), reset_less=True)
         out = self.beats
         load1, load2 = stage_loads(m, [valid1, out.valid], out.ready, "beat")
         issue = ~done & (empty | (arrived > need)) & load1
-        read_data = Signal(8 * R)
+        read_data = Signal(8 * R, reset_less=True)
+        beat_data = Signal.like(out.payload.data, reset_less=True)
+        m.d.comb += out.payload.data.eq(beat_data)
         with m.If(load1):
             m.d.sync += [valid1.eq(issue), row1.eq(pos // R % self.rows), last1.eq(last),
                          nbytes1.eq(Mux(last, rest, B)), sel1.eq(pos % R // B)]
@@ -267,7 +272,7 @@ class LineQueue(wiring.Component):
         with m.Else():
             m.d.sync += need.eq(Mux(last, last_line, reach // LINE_BYTES))
         with m.If(load2):
-            m.d.sync += [out.valid.eq(valid1), out.payload.data.eq(read_data.word_select(sel1, 8 * B)),
+            m.d.sync += [out.valid.eq(valid1), beat_data.eq(read_data.word_select(sel1, 8 * B)),
                          out.payload.nbytes.eq(nbytes1), out.payload.last.eq(last1)]
         with m.If(self.start):
             m.d.sync += [pos.eq(0), rest.eq(self.length), reach.eq(self.offset + B - 1), last.eq(self.length <= B),

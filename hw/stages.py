@@ -37,14 +37,20 @@ class RegisterSlice(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # Data registers have no reset (their valid bits say whether they hold a beat): a reset
+        # would put a gate in front of every flip-flop and load the reset's tree.
+        payload = Signal.like(self.i.payload, reset_less=True)
+        m.d.comb += self.o.payload.eq(payload)
         if not self.skid:
-            m.d.comb += self.i.ready.eq(~self.o.valid)
-            with m.If(self.o.ready):
-                m.d.sync += self.o.valid.eq(0)
+            # ``i.ready`` is ~o.valid, in a flip-flop of its own (it enables the stage behind).
+            ready = Signal(init=1)
+            valid_next = Mux(self.o.valid, ~self.o.ready, self.i.valid)
+            m.d.comb += self.i.ready.eq(ready)
+            m.d.sync += [self.o.valid.eq(valid_next), ready.eq(~valid_next)]
             with m.If(self.i.valid & ~self.o.valid):
-                m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(self.i.payload)]
+                m.d.sync += payload.eq(self.i.payload)
             return m
-        skid = Signal.like(self.i.payload)
+        skid = Signal.like(self.i.payload, reset_less=True)
         skid_valid = Signal()
         # ``i.ready`` is ~skid_valid in a register of its own: skid_valid also selects every output
         # bit's source, and ``i.ready`` often enables a whole stage behind.
@@ -53,7 +59,7 @@ class RegisterSlice(wiring.Component):
         with m.If(~self.o.valid | self.o.ready):
             m.d.sync += [
                 self.o.valid.eq(skid_valid | self.i.valid),
-                self.o.payload.eq(Mux(skid_valid, skid, self.i.payload)),
+                payload.eq(Mux(skid_valid, skid, self.i.payload)),
                 skid_valid.eq(0),
                 ready.eq(1),
             ]
@@ -95,7 +101,7 @@ class OutputBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        slots = [Signal.like(self.i.payload, name=f"slot{k}") for k in range(2)]
+        slots = [Signal.like(self.i.payload, name=f"slot{k}", reset_less=True) for k in range(2)]  # data: no reset
         wp, rp = Signal(), Signal()
         count = Signal(range(3))
         room = Signal(init=1)  # count < 2, registered
@@ -133,7 +139,7 @@ class RegisterQueue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        entries = Array(Signal.like(self.r_data, name=f"entry{k}") for k in range(self.depth))
+        entries = Array(Signal.like(self.r_data, name=f"entry{k}", reset_less=True) for k in range(self.depth))
         taken = Signal(self.depth)
         wp, rp = Signal(range(self.depth)), Signal(range(self.depth))
         push, pop = self.w_en & self.w_rdy, self.r_en & self.r_rdy
@@ -164,7 +170,7 @@ class ShiftQueue(RegisterQueue):
 
     def elaborate(self, platform):
         m = Module()
-        entries = [Signal.like(self.r_data, name=f"entry{k}") for k in range(self.depth)]
+        entries = [Signal.like(self.r_data, name=f"entry{k}", reset_less=True) for k in range(self.depth)]
         full = Signal(self.depth)  # entry k holds one: full[:level] set
         push, pop = self.w_en & self.w_rdy, self.r_en & self.r_rdy
         for k, entry in enumerate(entries):
@@ -212,8 +218,10 @@ class _Hold(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        q = Signal.like(self.q, reset_less=True)  # data: whatever carries its valid bit has the reset
+        m.d.comb += self.q.eq(q)
         with m.If(self.en):
-            m.d.sync += self.q.eq(self.d)
+            m.d.sync += q.eq(self.d)
         return m
 
 

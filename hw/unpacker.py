@@ -74,7 +74,8 @@ class CodeUnpacker(wiring.Component):
         beat_bits, size = self.beat_bits, self.size
         beat_bytes = beat_bits // 8
         slots = BUFFER_BEATS
-        self.buf = [Signal(beat_bits, name=f"slot{s}") for s in range(slots)]
+        # The buffer and the beat's register hold data only (the pointers say what is valid): no reset.
+        self.buf = [Signal(beat_bits, name=f"slot{s}", reset_less=True) for s in range(slots)]
 
         # The input register: the beat, already rotated to where it will be written, and its bits.
         # A beat waits there only while the buffer has no room, when ``wp`` does not move, and is
@@ -100,7 +101,7 @@ class CodeUnpacker(wiring.Component):
         m.d.comb += lead.eq(Mux(stayed, lead_kept, lead_moved))
         offset_bits = (beat_bytes - 1).bit_length()
         next_offset = Signal(offset_bits)
-        rotated = Signal(beat_bits)
+        rotated = Signal(beat_bits, reset_less=True)
         with m.If(accept):
             m.d.sync += rotated.eq((Cat(beat.data, beat.data) << next_offset * 8)[beat_bits:])
 

@@ -165,7 +165,7 @@ def cells_lines(result, whole_path=False):
                  + ", ".join(f"{m} {ps:,.0f} ps" for m, ps in t["worst_ends"]))
     io = t["io_path"]
     if io:
-        lines.append(f"  longest input/output path: {len(io)} steps from {io[0]['cell']} ({io[0]['block']}, "
+        lines.append(f"  longest input/output path: {len(io)} steps from {io[0]['cell']} {io[0]['net']} ({io[0]['block']}, "
                      f"{io[0]['module']}) to {io[-1]['cell']} ({io[-1]['block']}, {io[-1]['module']}); by block: "
                      + ", ".join(f"{b} {ps:.0f} ps" for b, ps in _by_block(io)))
     lines += [f"power at {result.power['frequency_ghz']} GHz: {power_mw:.1f} mW = leakage {total.leakage_mw:.1f} + "

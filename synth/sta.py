@@ -327,7 +327,7 @@ def _trace(design, arr, end):
         steps.append(PathStep("output", design.top, design.block_of(design.top), 0.0, total))
     while True:
         if arr[net][2] is None:
-            steps.append(PathStep("input", design.top, design.block_of(design.top), 0.0, 0.0))
+            steps.append(PathStep("input", design.top, design.block_of(design.top), 0.0, 0.0, design.net_name(net)))
             break
         at, _, (cell, source) = arr[net]
         module, kind, _, _ = design.cells[cell]

@@ -3,6 +3,7 @@ tests/test_pe_rtl.py runs on Icarus and Verilator, here without a Verilog build.
 
 import pytest
 import numpy as np
+from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
 
 from deca.golden import compress
@@ -236,3 +237,54 @@ def test_ports_take_tepls_into_the_request_queue_while_the_contexts_wait(loaders
                     for line in range(r.meta[f"{s}_addr"] // 64, (r.meta[f"{s}_addr"] + r.meta[f"{s}_len"] - 1) // 64 + 1)}
     assert queued_lines - demanded <= set(prefetched), sorted(queued_lines - demanded - set(prefetched))
     assert len(set(prefetched)) == len(prefetched)
+
+
+@pytest.mark.parametrize("rst_cycles", [1, 3])
+def test_a_reset_empties_the_pe_and_closes_its_ports_for_a_cycle_after(rst_cycles, seed):
+    """The datapath takes ``rst`` from a flip-flop: a reset while every tile context and queue entry
+    holds a TEPL (memory never answers) empties them all, the ports stay closed in the cycle after
+    ``rst`` falls (no ready, no valid), and then, configured again, take as many TEPLs as before."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    dut = PE(8, 4)
+    ports = PePorts()
+    cm = compress(rng.standard_normal((16, 32 * 20)).astype(np.float32), "bf8", density=0.05)
+    batch = tile_batch(cm, "bf8@0.05", DEFAULT_BASE)
+    top = Module()
+    top.domains.sync = domain = ClockDomain()
+    top.submodules.pe = dut
+    held = dut.loaders * TILES_PER_LOADER + request_queue_entries(dut.loaders)
+    counts, closed = [], []
+
+    async def bench(ctx):
+        bus = AmaranthBus(ctx, dut)
+        drive_idle(bus, ports.inputs)
+        bus.set("mem_req__ready", 1)
+        bus.set("pf_req__ready", 1)
+        for _ in range(2):
+            await configure(bus, batch.config, 5)  # the control registers take ``rst`` too
+            taken = 0
+            for cycle in range(150):
+                bus.set("tepl_req__0__valid", 1)
+                bus.set("tepl_req__0__payload", ports.tepl_req.pack({**batch.requests[taken].meta, "id": taken}))
+                taken += bus.get("tepl_req__0__ready")
+                await bus.tick()
+            counts.append(taken)
+            bus.set("tepl_req__0__valid", 0)
+            ctx.set(domain.rst, 1)
+            for _ in range(rst_cycles):
+                await bus.tick()
+            ctx.set(domain.rst, 0)
+            closed.append({name: bus.get(name) for name in ("tepl_req__0__ready", "tepl_req__1__ready", "mem_req__valid",
+                                                            "pf_req__valid", "tepl_resp__valid")})
+            await bus.tick()
+            closed.append({name: bus.get(name) for name in ("tepl_req__0__ready", "tepl_req__1__ready")})
+
+    sim = Simulator(top)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert counts == [held, held], counts
+    for after, next_ in zip(closed[0::2], closed[1::2]):
+        assert after == dict.fromkeys(after, 0), after
+        assert next_ == {"tepl_req__0__ready": 1, "tepl_req__1__ready": 1}, next_
