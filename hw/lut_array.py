@@ -16,6 +16,9 @@ the control registers cannot read an entry back before (``LUT_DATA`` writes adva
 Lookups are synchronous, as an SRAM macro reads: ``values`` come a cycle after their ``codes``.
 """
 
+import operator
+from functools import reduce
+
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
@@ -93,25 +96,29 @@ class LUTArray(wiring.Component):
                         with m.If(cond):
                             m.d.comb += port(b, s).addr.eq(self.codes[lanes[mode]][:6])
 
-        # The codes a cycle later, beside their lookups: Q = 16 values and the sub-LUT choices (a
-        # ``hold``: ``en`` is the dequantization stage's stall, late and with many loads).
+        # The codes a cycle later, beside their lookups (a ``hold``: ``en`` is the dequantization
+        # stage's stall, late and with many loads), and with them each lane's choice among its
+        # sources decoded one-hot, so that the macros' late outputs pass one AND-OR to ``values``.
         codes = self.codes.shape()(hold(m, "codes", self.codes.as_value(), self.en))
+        choices, read = [], []  # per lane: a condition per sub-LUT it may read, and those sub-LUTs
         for i in range(self.lanes):
-            code = codes[i]
-            with m.If(q16):
-                m.d.comb += self.values[i].eq(code)
-            with m.Elif(q8):
-                if i < self.L:
-                    with m.Switch(code[6:8]):
-                        for s in range(SUB_LUTS):
-                            with m.Case(s):
-                                m.d.comb += self.values[i].eq(port(i, s).data)
-            with m.Elif(q7):
-                if i < 2 * self.L:
-                    b, pair = divmod(i, 2)
-                    m.d.comb += self.values[i].eq(
-                        Mux(code[6], port(b, 2 * pair + 1).data, port(b, 2 * pair).data))
-            with m.Else():
-                if i < SUB_LUTS * self.L:
-                    m.d.comb += self.values[i].eq(port(i // SUB_LUTS, i % SUB_LUTS).data)
+            code, chosen = self.codes[i], {}
+            candidates = []
+            if i < self.L:  # Q = 8: big LUT i, the sub-LUT of the code's bits 6 and 7
+                candidates += [(i, s, q8 & (code[6:8] == s)) for s in range(SUB_LUTS)]
+            if i < 2 * self.L:  # Q = 7: pair i mod 2 of big LUT i div 2, the sub-LUT of bit 6
+                candidates += [(i // 2, 2 * (i % 2) + h, q7 & (code[6] == h)) for h in range(2)]
+            if i < SUB_LUTS * self.L:  # Q <= 6
+                candidates.append((i // SUB_LUTS, i % SUB_LUTS, ~(q8 | q7 | q16)))
+            for b, s, cond in candidates:
+                chosen[b, s] = chosen[b, s] | cond if (b, s) in chosen else cond
+            choices.append(Cat(q16, *chosen.values()))  # Q = 16: the code itself
+            read.append([port(b, s).data for b, s in chosen])
+        held = hold(m, "choices", Cat(*choices), self.en)
+        at = 0
+        for i, ports_read in enumerate(read):
+            pick = held[at:at + 1 + len(ports_read)]
+            at += len(pick)
+            sources = [codes[i], *ports_read]
+            m.d.comb += self.values[i].eq(reduce(operator.or_, (Mux(pick[k], v, 0) for k, v in enumerate(sources))))
         return m

@@ -153,11 +153,14 @@ class PE(wiring.Component):
         m = Module()
         squash = self.squash
         m.domains.datapath = datapath = ClockDomain("datapath", local=True)
-        reset_copy = Signal(reset_less=True)  # without a reset of its own, or rst would clear it
-        m.d.sync += reset_copy.eq(ResetSignal())
+        # Both without a reset of their own (or rst would clear them); ``open`` is a copy of its
+        # own (inverted, so that synthesis does not merge the two) for the ports, off the tree of
+        # the datapath's reset.
+        reset_copy, ports_open = Signal(reset_less=True), Signal(init=1, reset_less=True)
+        m.d.sync += [reset_copy.eq(ResetSignal()), ports_open.eq(~ResetSignal())]
         m.d.comb += [datapath.clk.eq(ClockSignal()), datapath.rst.eq(reset_copy)]
         closed = Signal()  # the ports: in a squash's cycle, and while the datapath is being reset
-        m.d.comb += closed.eq(squash | datapath.rst)
+        m.d.comb += closed.eq(squash | ~ports_open)
         m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
         # A Loader unit holds one tile: each loader is TILES_PER_LOADER of them, its tile contexts,
@@ -186,7 +189,7 @@ class PE(wiring.Component):
             return q
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
-        self._requests(m, loaders, orders, regs, tout, closed)
+        self._requests(m, loaders, orders, regs, tout, closed, ports_open)
         self._pipeline_inputs(m, loaders, orders, pipeline)
         waiting_completion = self._completions(m, pipeline, tout, closed)
         self._memory(m, loaders, orders["value"], closed)
@@ -194,7 +197,7 @@ class PE(wiring.Component):
                      busy=tout.busy | tout.accept | waiting_completion)
         return m
 
-    def _requests(self, m, loaders, orders, regs, tout, closed):
+    def _requests(self, m, loaders, orders, regs, tout, closed, ports_open):
         """The ports feed the request queue, a request a cycle (the lowest port wins a tie), while it
         and TOut's records have room; an accepted request is registered, and enters the queue, TOut's
         records and the prefetcher's view in the next cycle. The queue's head moves to the first idle tile context (of any loader), which
@@ -276,8 +279,8 @@ class PE(wiring.Component):
         pf_req = OutputBuffer(self.pf_req.payload.shape())
         m.submodules.pf_req_reg = in_datapath(pf_req)
         wiring.connect(m, prefetcher.pf, pf_req.i)
-        m.d.comb += [self.pf_req.payload.eq(pf_req.o.payload), self.pf_req.valid.eq(pf_req.o.valid & ~ResetSignal("datapath")),
-                     pf_req.o.ready.eq(self.pf_req.ready & ~ResetSignal("datapath"))]
+        m.d.comb += [self.pf_req.payload.eq(pf_req.o.payload), self.pf_req.valid.eq(pf_req.o.valid & ports_open),
+                     pf_req.o.ready.eq(self.pf_req.ready & ports_open)]
 
     def _pipeline_inputs(self, m, loaders, orders, pipeline):
         """The pipeline's three inputs, each following request order."""

@@ -29,7 +29,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import fast_add
+from .arith import at_least, fast_add
 from .layouts import LEN_BITS, LINE_BYTES
 from .stages import stage_loads
 
@@ -102,13 +102,15 @@ class LineQueue(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         R = self.row_bytes
-        offset = Signal(range(LINE_BYTES))
-        length = Signal(LEN_BITS)
+        # The stream's registers: loaded at ``start``, before which nothing is written or issued
+        # (no reset: it would reach deep into the realignment's logic).
+        offset = Signal(range(LINE_BYTES), reset_less=True)
+        length = Signal(LEN_BITS, reset_less=True)
         # Where line 0 lands in its row: byte (R - offset) mod R of the row before the stream's first.
-        shift0 = Signal(range(R))
-        first_mask = Signal(LINE_BYTES)  # the bytes of line 0 that belong to the stream
+        shift0 = Signal(range(R), reset_less=True)
+        first_mask = Signal(LINE_BYTES, reset_less=True)  # the bytes of line 0 that belong to the stream
         # The offset's base-4 digits, one-hot: the realignment's rotation amounts.
-        digits = [Signal(4, name=f"offset_digit{j}") for j in range(3)]
+        digits = [Signal(4, name=f"offset_digit{j}", reset_less=True) for j in range(3)]
         assert LINE_BYTES == 4 ** len(digits)
         with m.If(self.start):
             neg = -self.offset % R
@@ -119,8 +121,8 @@ class LineQueue(wiring.Component):
         # 64 last_line + last_byte), as a mask of the line's bytes up to it: registered from the
         # stream's registers, so stale for one cycle after ``start``, when no line is in stage W1
         # yet and none has arrived.
-        last_line = Signal(LINE_INDEX_BITS + 1)
-        last_mask = Signal(LINE_BYTES)
+        last_line = Signal(LINE_INDEX_BITS + 1, reset_less=True)
+        last_mask = Signal(LINE_BYTES, reset_less=True)
         # offset + length - 1 as offset + length + (2^17 - 1): one carry-save step, then a
         # parallel-prefix add (a ripple add would be the queue's longest path).
         a, b = length | Const(0, LEN_BITS + 1), offset | Const(0, LEN_BITS + 1)
@@ -208,7 +210,9 @@ class LineQueue(wiring.Component):
         registered write ports (address, data, byte enables), even bank first."""
         R = self.row_bytes
         layout = data.StructLayout({"addr": _index(self.rows // 2), "data": 8 * R, "en": R})
-        writes = [Signal(layout, name=f"write_{name}") for name in ("even", "odd")]
+        # No reset: ``en`` follows stage W1's valid bit a cycle later (a write left from before a
+        # reset lands before the next stream starts, and rows are read only once their lines came).
+        writes = [Signal(layout, name=f"write_{name}", reset_less=True) for name in ("even", "odd")]
         data_reg = Signal(8 * R, reset_less=True)  # both banks take the same rotated line
         m.d.sync += data_reg.eq(rotated)
         for parity, port in enumerate(writes):
@@ -223,13 +227,14 @@ class LineQueue(wiring.Component):
         ``mark``: the slot of the line arriving now, one-hot."""
         arrived = Signal(LINE_INDEX_BITS + 1)
         seen = Signal(self.slots)
-        slot = arrived % self.slots
-        joined = (seen | mark).bit_select(slot, 1)
+        slot = Signal(self.slots, init=1)  # arrived mod slots, one-hot: no decode on the way to ``joined``
+        joined = ((seen | mark) & slot).any()
         # The increment is an add of its own, so that ``joined`` (late) only picks its result.
-        m.d.sync += [seen.eq((seen | mark) & ~Mux(joined, _onehot(slot, self.slots), 0)),
+        m.d.sync += [seen.eq((seen | mark) & ~Mux(joined, slot, 0)),
+                     slot.eq(Mux(joined, slot.rotate_left(1), slot)),
                      arrived.eq(Mux(joined, fast_add(m, arrived, 0, 1)[:len(arrived)], arrived))]
         with m.If(self.start):
-            m.d.sync += [arrived.eq(0), seen.eq(0)]
+            m.d.sync += [arrived.eq(0), seen.eq(0), slot.eq(1)]
         return arrived
 
     def _read(self, m, last_line, arrived):
@@ -259,7 +264,7 @@ class LineQueue(wiring.Component):
         sel1 = Signal(_index(R // B), reset_less=True)
         out = self.beats
         load1, load2 = stage_loads(m, [valid1, out.valid], out.ready, "beat")
-        issue = ~done & (empty | (arrived > need)) & load1
+        issue = ~done & (empty | ~at_least(need, arrived)) & load1  # arrived > need, a tree compare
         read_data = Signal(8 * R, reset_less=True)
         beat_data = Signal.like(out.payload.data, reset_less=True)
         m.d.comb += out.payload.data.eq(beat_data)

@@ -88,7 +88,7 @@ class _SlotSelect(wiring.Component):
 
 class OutputBuffer(wiring.Component):
     """A stream through a two-entry FIFO of registers whose output is the multiplexer of the two:
-    ``o.ready`` moves the read pointer and the fill count only, so that an output port's ready (an
+    ``o.ready`` moves the read pointer and the fill state only, so that an output port's ready (an
     input of the design, or a late selection) enables no wide register; a free entry loads
     ``i.payload`` in every cycle, so that ``i.valid`` enables none either; ``i.ready`` is a
     register. One beat per cycle, one cycle of latency."""
@@ -103,18 +103,18 @@ class OutputBuffer(wiring.Component):
         m = Module()
         slots = [Signal.like(self.i.payload, name=f"slot{k}", reset_less=True) for k in range(2)]  # data: no reset
         wp, rp = Signal(), Signal()
-        count = Signal(range(3))
-        room = Signal(init=1)  # count < 2, registered
+        full = Signal(2)  # the entries holding a beat
+        # Whether one is free and whether one holds a beat, each a register of its own, so that
+        # ``o.valid`` and ``i.ready`` are flip-flops and ``o.ready`` reaches them through two gates.
+        room, nonempty = Signal(init=1), Signal()
         push = self.i.valid & room
         pop = self.o.valid & self.o.ready
-        full = Signal(2)
         for k, slot in enumerate(slots):
             with m.If(~full[k]):
                 m.d.sync += slot.eq(self.i.payload)
-        after = count + push - pop
-        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), count.eq(after), room.eq(after < 2),
-                     full.eq(full & ~Mux(pop, Mux(rp, 0b10, 0b01), 0) | Mux(push, Mux(wp, 0b10, 0b01), 0))]
-        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0)]
+        after = full & ~Mux(pop, Mux(rp, 0b10, 0b01), 0) | Mux(push, Mux(wp, 0b10, 0b01), 0)
+        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), full.eq(after), room.eq(~after.all()), nonempty.eq(after.any())]
+        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(nonempty)]
         out = Value.cast(self.o.payload)
         for c, at in enumerate(range(0, len(out), self.CHUNK)):
             part = slice(at, min(at + self.CHUNK, len(out)))

@@ -170,7 +170,7 @@ def test_line_queue_hands_out_the_stream_in_order(queue, offset):
 
 def test_line_queue_mutant_without_arrival_check_fails():
     """A queue that hands a beat out one line early (``>=`` for ``>``) is caught."""
-    bad = mutant(queues, "(arrived > need)", "(arrived >= need)")
+    bad = mutant(queues, "~at_least(need, arrived)", "at_least(arrived, need)")
     with pytest.raises(FormalFailure, match="before all its lines arrived|wrong byte"):
         prove(LineQueueSpec(bad.LineQueue(1, 64, 64), 64, 1), 4, "line_queue_mutant")
 
