@@ -82,10 +82,11 @@ def test_blocks_partition_the_design(results):
     assert r.blocks["LUT array"].memory_bits == r.total.memory_bits
     assert max(b.depth for b in r.blocks.values()) <= r.total.depth
     # A block alone is wrapped in registers (RegisteredPorts): its own modules sit under "inner";
-    # the LUT array's are its module and the slices of its code register (``hold``).
+    # the LUT array's are its module and the slices of its code and choice registers (``hold``).
     luts = "deca_datapath_w8_l4.inner.pipeline.dequant.luts"
     modules = r.blocks["LUT array"].modules
-    assert modules[0] == luts and modules[1:] and all(name.startswith(luts + ".codes") for name in modules[1:]), modules
+    assert modules[0] == luts and modules[1:], modules
+    assert all(name.startswith((luts + ".codes", luts + ".choices")) for name in modules[1:]), modules
     assert paper_split(r)["loaders, queues, TOut"] == 0  # the datapath has no loaders
     assert sum(paper_split(r).values()) == pytest.approx(1)
 
