@@ -68,12 +68,13 @@ def _wraps(m, addr, length, addr_bits):
     and the low ones plus the length minus one carry out of k bits (k bits of length). That is the
     carry out of k + 1 bits of a + n + (2^k - 1), one carry-save step (~(a ^ n) and (a | n) << 1)
     and one k + 1-bit parallel-prefix add: a full-width add, or a ripple carry, would be the
-    request's longest path."""
+    request's longest path. Returns the check's two terms, (high bits and a length, carry), so that
+    the carry reaches a flip-flop of its own."""
     k = len(length)
     low = addr[:k]
     carry = fast_add(m, ~(low ^ length), Cat(C(0), low | length))[k + 1]
     high = addr[k:addr_bits].all() if addr_bits > k else 1
-    return (length != 0) & high & carry
+    return (length != 0) & high, carry
 
 
 #: ones x Q for each Q: (shift of the first copy, shift of the second or None; -1: minus ones).
@@ -89,15 +90,16 @@ def _count_sum(m, counts):
 
 
 def request_checks(m, req, mode, addr_bits):
-    """(ErrorReason, failing) of the request's metadata against ``mode``, in code order: the first
-    failing one is the request's reason. Each stream's wrap is a check of its own (registered
-    apart, ORed a cycle later)."""
+    """(ErrorReason, terms) of the request's metadata against ``mode``, in code order: a check
+    fails when all its terms hold, and the first failing one is the request's reason. Each stream's
+    wrap is a check of its own, and its add's carry a term apart from the rest (all registered apart
+    and ANDed, ORed a cycle later)."""
     return [
-        (ErrorReason.CONFIG, ~Cat(mode.q == q for q in Q_BITS).any()),
+        (ErrorReason.CONFIG, (~Cat(mode.q == q for q in Q_BITS).any(),)),
         *((ErrorReason.ADDR_WRAP, _wraps(m, a, n, addr_bits)) for a, n in stream_fields(req).values()),
-        (ErrorReason.MASK_LEN, req.mask_len != Mux(mode.sparse, MASK_BYTES, 0)),
-        (ErrorReason.SCALE_LEN, req.scale_len != scale_stream_len(mode.scale_format, mode.scale_group)),
-        (ErrorReason.VALUE_LEN, ~mode.sparse & (req.val_len != mode.q * LINE_BYTES)),
+        (ErrorReason.MASK_LEN, (req.mask_len != Mux(mode.sparse, MASK_BYTES, 0),)),
+        (ErrorReason.SCALE_LEN, (req.scale_len != scale_stream_len(mode.scale_format, mode.scale_group),)),
+        (ErrorReason.VALUE_LEN, (~mode.sparse & (req.val_len != mode.q * LINE_BYTES),)),
     ]
 
 
@@ -180,11 +182,14 @@ class Loader(wiring.Component):
         for s, (addr, length) in stream_fields(meta).items():
             m.d.comb += [queues[s].start.eq(started), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
         checks = request_checks(m, meta, self.mode, self.addr_bits)
-        failing = Signal(len(checks))
-        m.d.sync += failing.eq(Cat(check for _, check in checks))
+        terms = [term for _, check in checks for term in check]
+        failing = Signal(len(terms), reset_less=True)  # read only while judging
+        m.d.sync += failing.eq(Cat(terms))
         bad = Signal(ErrorReason)
-        for k, (why, _) in reversed(list(enumerate(checks))):
-            with m.If(failing[k]):
+        at = len(terms)
+        for why, check in reversed(checks):
+            at -= len(check)
+            with m.If(failing[at:at + len(check)].all()):
                 m.d.comb += bad.eq(why)
         with m.If(idle):
             m.d.sync += meta.eq(self.req.payload)
