@@ -153,8 +153,8 @@ class PE(wiring.Component):
         m = Module()
         squash = self.squash
         m.domains.datapath = datapath = ClockDomain("datapath", local=True)
-        # Both without a reset of their own (or rst would clear them); ``open`` is a copy of its
-        # own (inverted, so that synthesis does not merge the two) for the ports, off the tree of
+        # Both without a reset of their own (or rst would clear them); ``ports_open`` is a second
+        # copy (inverted, so that synthesis does not merge the two) for the ports, off the tree of
         # the datapath's reset.
         reset_copy, ports_open = Signal(reset_less=True), Signal(init=1, reset_less=True)
         m.d.sync += [reset_copy.eq(ResetSignal()), ports_open.eq(~ResetSignal())]
