@@ -53,8 +53,9 @@ def line_request_layout(addr_bits, tags):
 
 
 def line_response_layout(tags):
-    """A line read's data (as on the PE's mem_resp) with the loader's own tag."""
-    return data.StructLayout({"tag": range(tags), "data": 8 * LINE_BYTES})
+    """A line read's data (as on the PE's mem_resp) with the loader's own tag, one-hot (TagTable's
+    ``lookup``)."""
+    return data.StructLayout({"tag": tags, "data": 8 * LINE_BYTES})
 
 
 def scale_stream_len(scale_format, scale_group):
@@ -304,7 +305,7 @@ class Loader(wiring.Component):
     def _route_responses(self, m, tags, queues):
         """Responses go to the queue of their stream, unless their tile was aborted."""
         resp = self.line_resp
-        m.d.comb += [tags.lookup.eq(resp.valid), tags.lookup_tag.eq(resp.payload.tag)]
+        m.d.comb += tags.lookup.eq(resp.payload.tag)
         for s, queue in queues.items():
             m.d.comb += [
                 queue.write.valid.eq(resp.valid & ~tags.stale & (tags.line.stream == s)),

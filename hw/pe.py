@@ -349,21 +349,25 @@ class PE(wiring.Component):
             self.mem_req.valid.eq(req.o.valid & ~closed),
             req.o.ready.eq(self.mem_req.ready & ~closed),
         ]
-        # Responses enter a register first (every cycle: there is no ready), with the context the
-        # tag names decoded on the way in, so that the register's valid bits are one-hot.
-        resp = Signal.like(self.mem_resp.payload, reset_less=True)
-        tag = resp.tag
-        index_bits = (self.tags // TILES_PER_LOADER - 1).bit_length()
+        # Responses enter a register first (every cycle: there is no ready), their tag decoded on
+        # the way in: the context it names into one valid bit each, the loader's own tag into its
+        # one-hot entry (zero in the other contexts).
+        data_reg = Signal.like(self.mem_resp.payload.data, reset_less=True)
+        entries = self.tags // TILES_PER_LOADER
+        index_bits = (entries - 1).bit_length()
+        tag = self.mem_resp.payload.tag
         resp_valid = Signal(n)
-        m.d.datapath += [resp.eq(self.mem_resp.payload),
-                         resp_valid.eq(Cat(self.mem_resp.valid & (self.mem_resp.payload.tag[index_bits:] == i)
-                                           for i in range(n)))]
+        m.d.datapath += [data_reg.eq(self.mem_resp.payload.data),
+                         resp_valid.eq(Cat(self.mem_resp.valid & (tag[index_bits:] == i) for i in range(n)))]
         for i, loader in enumerate(loaders):
+            entry = Signal(entries, name=f"resp_entry{i}")
+            m.d.datapath += entry.eq(Cat(self.mem_resp.valid & (tag[index_bits:] == i) & (tag[:index_bits] == j)
+                                         for j in range(entries)))
             m.d.comb += [
                 loader.line_req.ready.eq(req.i.ready & pick[i]),
                 loader.line_resp.valid.eq(resp_valid[i]),
-                loader.line_resp.payload.tag.eq(tag[:index_bits]),
-                loader.line_resp.payload.data.eq(resp.data),
+                loader.line_resp.payload.tag.eq(entry),
+                loader.line_resp.payload.data.eq(data_reg),
             ]
 
     def _status(self, m, per_port, orders, pipeline, regs, busy):

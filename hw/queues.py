@@ -52,18 +52,20 @@ def _onehot(n, width):
     return Const(1, width) << n
 
 
-def _rotate(m, name, value, digits, high, unit):
-    """``value`` read from unit ``back`` on, circularly, where back = sum of 4^j x ``digits[j]``
-    (one-hot, registers) + 64 x ``high`` (binary: the row part, for rows of several lines): a
-    4-way AND-OR per digit, each level a signal (it is read four times), as the unpacker's shift.
-    A shifter by ``back`` maps to twice the levels behind the fanout of each amount bit."""
+def rotate(m, name, value, digits, unit, high=None, left=False):
+    """``value`` read from unit ``back`` on, circularly (``left``: moved up by ``back`` units),
+    where back = sum of 4^j x ``digits[j]`` (one-hot, registers; the last may have two bits) + 64 x
+    ``high`` (binary: the row part, for rows of several lines): a 4-way AND-OR per digit, each level
+    a signal (it is read four times), as the unpacker's shift. A shifter by ``back`` maps to twice
+    the levels behind the fanout of each amount bit. Call it outside ``If``: its levels are comb
+    statements."""
     for j, digit in enumerate(digits):
-        step = 4 ** j * unit
+        cuts = [(len(value) - k * 4 ** j * unit if left else k * 4 ** j * unit) % len(value) for k in range(len(digit))]
         level = Signal(len(value), name=f"{name}{j}")
-        m.d.comb += level.eq(reduce(operator.or_, (Mux(digit[k], Cat(value[k * step:], value[:k * step]), 0)
-                                                   for k in range(4))))
+        m.d.comb += level.eq(reduce(operator.or_, (Mux(digit[k], Cat(value[cut:], value[:cut]), 0)
+                                                   for k, cut in enumerate(cuts))))
         value = level
-    if len(high):
+    if high is not None and len(high):
         value = Cat(value, value).bit_select(high * LINE_BYTES * unit, len(value))
     return value
 
@@ -194,14 +196,14 @@ class LineQueue(wiring.Component):
         high = (-line.index)[:(R // LINE_BYTES).bit_length() - 1]
 
         def placed(name, mask):
-            return _rotate(m, name, Const(0, R) | mask, digits, high, 1)
+            return rotate(m, name, Const(0, R) | mask, digits, 1, high)
 
         first = Mux(line.index == 0, placed("first_placed", first_mask), Const((1 << R) - 1, R))
         last = Mux(line.index == last_line, placed("last_placed", last_mask), Const((1 << R) - 1, R))
         line_bytes = placed("line_placed", Const((1 << LINE_BYTES) - 1, LINE_BYTES))
         rotated = Signal(8 * R)
         en = Signal(R)
-        m.d.comb += [rotated.eq(_rotate(m, "rotated", Const(0, 8 * R) | line.data, digits, high, 8)),
+        m.d.comb += [rotated.eq(rotate(m, "rotated", Const(0, 8 * R) | line.data, digits, 8, high)),
                      en.eq(Mux(valid, line_bytes & first & last, 0))]
         return row_b, rotated, en, _below(shift, R)
 
@@ -271,9 +273,12 @@ class LineQueue(wiring.Component):
         with m.If(load1):
             m.d.sync += [valid1.eq(issue), row1.eq(pos // R % self.rows), last1.eq(last),
                          nbytes1.eq(Mux(last, rest, B)), sel1.eq(pos % R // B)]
+        # The steps as parallel-prefix adds: a plain add maps to a ripple of carries across the bits.
+        reach_next = fast_add(m, reach, B)[:len(reach)]
         with m.If(issue):
-            m.d.sync += [pos.eq(pos + B), rest.eq(rest - B), reach.eq(reach + B), done.eq(last), last.eq(rest <= 2 * B),
-                         need.eq(Mux(rest <= 2 * B, last_line, (reach + B) // LINE_BYTES))]
+            m.d.sync += [pos.eq(fast_add(m, pos, B)[:len(pos)]), rest.eq(fast_add(m, rest, (1 << len(rest)) - B)[:len(rest)]),
+                         reach.eq(reach_next), done.eq(last), last.eq(rest <= 2 * B),
+                         need.eq(Mux(rest <= 2 * B, last_line, reach_next // LINE_BYTES))]
         with m.Else():
             m.d.sync += need.eq(Mux(last, last_line, reach // LINE_BYTES))
         with m.If(load2):

@@ -1,10 +1,15 @@
 """The tag table of a load unit (paper, section 6.1, item 1; Table 3's LDU): what each outstanding
 line read was for, so that responses may come back in any order.
 
-The memory system echoes the tag, so a response finds its entry by index. An aborted tile (squash
+The memory system echoes the tag; the PE decodes it one-hot on its way into the response register,
+so a response selects its entry with one AND-OR (a binary index would put a decoder and a
+multiplexer between that register and the queues' writes). An aborted tile (squash
 or error) leaves its entries ``stale``: they stay allocated until their responses arrive, which are
 then dropped, so a tag is never reused while a response for it may still come.
 """
+
+import operator
+from functools import reduce
 
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
@@ -28,9 +33,9 @@ class TagTable(wiring.Component):
             "tag": Out(range(entries)),
             "alloc": In(1),
             "alloc_line": In(line_layout()),
-            # Response: ``lookup`` frees entry ``lookup_tag``; ``line`` and ``stale`` describe it.
-            "lookup": In(1),
-            "lookup_tag": In(range(entries)),
+            # Response: ``lookup`` (one-hot, zero when there is none) frees its entry; ``line`` and
+            # ``stale`` describe it.
+            "lookup": In(entries),
             "line": Out(line_layout()),
             "stale": Out(1),
             "discard": In(1),  # the tile was aborted: every allocated entry becomes stale, and one taken now
@@ -65,14 +70,13 @@ class TagTable(wiring.Component):
         taken = Signal(self.entries)
         line_d, taken_d = Signal(line_layout()), Signal(self.entries)
         m.d.sync += [line_d.eq(self.alloc_line), taken_d.eq(taken)]
-        with m.Switch(self.lookup_tag):
-            for i in range(self.entries):
-                with m.Case(i):
-                    m.d.comb += [self.line.eq(Mux(taken_d[i], line_d, lines[i])), self.stale.eq(stale[i])]
+        found = [Mux(self.lookup[i], Mux(taken_d[i], line_d.as_value(), lines[i].as_value()), 0)
+                 for i in range(self.entries)]
+        m.d.comb += [self.line.eq(reduce(operator.or_, found)), self.stale.eq((self.lookup & stale).any())]
 
         for i in range(self.entries):
             m.d.comb += taken[i].eq(self.alloc & (self.tag == i))
-            returned = self.lookup & (self.lookup_tag == i)
+            returned = self.lookup[i]
             m.d.comb += [kept[i].eq(busy[i] & ~returned), busy_next[i].eq(kept[i] | taken[i])]
             with m.If(taken_d[i]):
                 m.d.sync += lines[i].eq(line_d)

@@ -23,8 +23,9 @@ from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import Q_BITS
 
-from .arith import fast_add
+from .arith import at_least, fast_add
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
+from .queues import rotate
 from .stages import hold
 
 #: Buffer size in beats. Reading a full beat per cycle (Q = 16) while each write is decided a cycle
@@ -83,7 +84,10 @@ class CodeUnpacker(wiring.Component):
         # same byte offset. Byte k of the beat goes to byte wp/8 + k of the buffer: rotated by that
         # offset, the beat spans the slot of ``wp`` (from the offset up) and the next one (below it).
         held = Signal()
-        bits = Signal(range(beat_bits + 1))
+        # Registers recomputed every cycle or read only under a flag that reset clears (``bits``
+        # under ``held``, ``lead_moved`` unless ``stayed``) have no reset: it reaches them from the
+        # squash input, whose path into the registers must fit in half a cycle.
+        bits = Signal(range(beat_bits + 1), reset_less=True)
         write = Signal()  # the held beat goes into the buffer in this cycle; decided a cycle ahead,
         # like ``added``, so that both leave registers
         m.d.comb += self.values.ready.eq(~held | write)
@@ -94,23 +98,29 @@ class CodeUnpacker(wiring.Component):
         # ``lead`` (below) is either of two registers, as the last cycle's write decision went
         # (``stayed``), and that decision compares both with the pointers: it ends at flip-flops
         # whose inputs it does not select. ``next_offset``, lead's byte in a beat, is a register of
-        # its own for the rotation's wide fanout.
-        lead_kept, lead_moved = Signal(len(self.wp), init=beat_bits), Signal(len(self.wp))
+        # its own for the write masks' fanout, and its digits (below) for the rotation's.
+        lead_kept, lead_moved = Signal(len(self.wp), init=beat_bits), Signal(len(self.wp), reset_less=True)
         stayed = Signal(init=1)
         lead = Signal(len(self.wp))
         m.d.comb += lead.eq(Mux(stayed, lead_kept, lead_moved))
         offset_bits = (beat_bytes - 1).bit_length()
-        next_offset = Signal(offset_bits)
+        next_offset = Signal(offset_bits, reset_less=True)
+        # The rotation takes next_offset's base-4 digits, one-hot (``rotate``): a shifter by the
+        # binary amount put each bit's fanout in front of six levels of multiplexers. They reset to
+        # offset 0 (all-zero digits would zero the beat), as ``lead`` does.
+        digits = [Signal(1 << len(next_offset[2 * j:2 * j + 2]), name=f"offset_digit{j}", init=1)
+                  for j in range((offset_bits + 1) // 2)]
         rotated = Signal(beat_bits, reset_less=True)
+        placed = rotate(m, "placed", beat.data, digits, 8, left=True)
         with m.If(accept):
-            m.d.sync += rotated.eq((Cat(beat.data, beat.data) << next_offset * 8)[beat_bits:])
+            m.d.sync += rotated.eq(placed)
 
         # Where the next cycle's write goes, in registers: byte k of a slot is at or above the
         # offset (``above``), and the slot of ``wp`` (one-hot). A whole beat is written, its bytes
         # past ``nbytes`` too: the room for a whole beat is there (below), and the next beat
         # overwrites them.
-        above = Signal(beat_bytes)
-        slot = Signal(slots)
+        above = Signal(beat_bytes, reset_less=True)
+        slot = Signal(slots, reset_less=True)
         lead_slot = lead[3 + offset_bits:(size - 1).bit_length()]
         m.d.sync += [above.eq(Const((1 << beat_bytes) - 1, beat_bytes) << next_offset),
                      slot.eq(Const(1, slots) << (lead_slot - 1)[:len(lead_slot)])]
@@ -122,20 +132,35 @@ class CodeUnpacker(wiring.Component):
 
         # Next cycle's write: a held beat with room for a whole beat behind the next cycle's ``ptr``,
         # after this cycle's write. ``lead`` is the next cycle's ``wp`` plus a beat.
-        after = Mux(accept, fast_add(m, lead, beat.nbytes * 8)[:len(lead)], fast_add(m, lead, bits)[:len(lead)])
+
+        def step(part):
+            """Bits ``part`` of ``lead`` after this cycle's write (the beat taken now, else the one
+            held): added to both of lead's registers and chosen last (``stayed`` fans out)."""
+            def add(base):
+                return Mux(accept, fast_add(m, base[part], (beat.nbytes * 8)[part]),
+                           fast_add(m, base[part], bits[part]))[:len(base[part])]
+            return Mux(stayed, add(lead_kept), add(lead_moved))
+        after = step(slice(None))
+        # The byte in a beat alone, for the rotation's digits: a narrower add, shorter carries.
+        after_offset = step(slice(3, 3 + offset_bits))
 
         # lead - ptr is between a beat and 1.5 x size (size = 2^(n-1) for n-bit pointers: W and L
         # are powers of two), so it is at most size when ptr - lead, modulo 2^n, is at least 2^(n-1):
-        # one subtraction's top bit, no compare. ``lead`` is byte aligned, so the bytes decide.
+        # one subtraction's top bit. ``lead`` is byte aligned, so the bytes decide. That bit is the
+        # operands' top bits and the borrow from below them, which a compare tree gives sooner than
+        # an adder's carry network (whose every level is kept).
         assert size == 1 << (len(self.wp) - 1)
+        top = len(self.wp) - 1
 
         def fits(ptr):
-            return Mux(stayed, *(fast_add(m, ptr[3:], ~base[3:], carry_in=1)[len(ptr) - 4]
+            return Mux(stayed, *(~(ptr[top] ^ base[top] ^ at_least(ptr[3:top], base[3:top]))
                                  for base in (lead_kept, lead_moved)))
         write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
+        offset = Mux(write_next, after_offset, lead[3:3 + offset_bits])
         m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), stayed.eq(~write_next),
                      self.added.eq(Mux(write_next, bits_next, 0)), lead_kept.eq(lead), lead_moved.eq(after),
-                     next_offset.eq(Mux(write_next, after, lead)[3:3 + offset_bits])]
+                     next_offset.eq(offset),
+                     *(d.eq(Const(1, len(d)) << offset[2 * j:2 * j + 2]) for j, d in enumerate(digits))]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]

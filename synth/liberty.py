@@ -3,7 +3,7 @@ and internal energies, in one set of units (ps, fF, µm², pW, fJ) whatever the 
 
 Only what the flow needs is read: ``cell`` groups with ``area``, ``leakage_power`` /
 ``cell_leakage_power``, ``ff`` (a sequential cell) and ``pin``/``bus`` groups with ``direction``,
-``capacitance``, ``timing`` arcs (``cell_rise``/``cell_fall``, ``rise_transition``/
+``capacitance``, ``timing`` arcs (``timing_sense``, ``cell_rise``/``cell_fall``, ``rise_transition``/
 ``fall_transition``, ``rise_constraint``/``fall_constraint``) and ``internal_power``.
 """
 
@@ -139,14 +139,24 @@ class Arc:
 
     related: str
     kind: str          # combinational, rising_edge, falling_edge, setup_rising, hold_rising, ...
-    delay: dict        # "rise"/"fall" -> Table (cell_rise/cell_fall or *_constraint)
-    slew: dict         # "rise"/"fall" -> Table (output transition)
+    delay: dict        # this pin's "rise"/"fall" -> Table (cell_rise/cell_fall or *_constraint)
+    slew: dict         # this pin's "rise"/"fall" -> Table (output transition)
+    sense: str = "non_unate"   # positive_unate, negative_unate or non_unate (timing_sense)
+
+    def causes(self, edge):
+        """The transitions of ``related`` that make this pin's ``edge`` ("rise" or "fall")."""
+        if self.sense == "positive_unate":
+            return (edge,)
+        if self.sense == "negative_unate":
+            return ("fall" if edge == "rise" else "rise",)
+        return ("rise", "fall")
 
 
 @dataclass
 class Pin:
     direction: str
-    capacitance: float = 0.0              # fF
+    capacitance: float = 0.0              # fF, the largest of its rise and fall capacitances
+    edge_capacitance: dict = field(default_factory=dict)   # "rise"/"fall" -> fF, where the file gives them
     arcs: list = field(default_factory=list)
     energy: list = field(default_factory=list)   # (related pin, supply pin, {"rise"/"fall": Table in fJ})
     clock: bool = False
@@ -268,7 +278,9 @@ def _cell(c, templates, types, time, cap, leak, source):
         if g.name not in ("pin", "bus"):
             continue
         groups = g.groups + [sub for p in g.all("pin") for sub in p.groups]
-        pin = Pin(direction=g.attrs.get("direction", "input"),
+        edge_cap = {edge: float(g.attrs[f"{edge}_capacitance"]) * cap for edge in ("rise", "fall")
+                    if g.attrs.get(f"{edge}_capacitance")}
+        pin = Pin(direction=g.attrs.get("direction", "input"), edge_capacitance=edge_cap,
                   capacitance=max(float(g.attrs.get(k, 0) or 0) for k in ("capacitance", "rise_capacitance",
                                                                          "fall_capacitance")) * cap,
                   clock=g.attrs.get("clock", "false") == "true", function=g.attrs.get("function"),
@@ -281,6 +293,7 @@ def _cell(c, templates, types, time, cap, leak, source):
                 (("rise", "rise_constraint"), ("fall", "fall_constraint")))
             pin.arcs.append(Arc(related=t.attrs.get("related_pin", ""),
                                 kind=t.attrs.get("timing_type", "combinational"),
+                                sense=t.attrs.get("timing_sense", "non_unate"),
                                 delay=delay, slew=tables((("rise", "rise_transition"), ("fall", "fall_transition")))))
         for p in (s for s in groups if s.name == "internal_power"):
             energy = {edge: _table(p.all(key)[0], templates, time, cap, cap, source)

@@ -1,15 +1,16 @@
 """Static timing and power of a mapped, hierarchical netlist with liberty cells and SRAM macros.
 
-Timing (graph-based, one corner, NLDM): each cell output's arrival is the latest over its timing
-arcs of (input arrival + delay(input slew, output load)), its slew the transition of that arc; the
+Timing (graph-based, one corner, NLDM), as OpenSTA does it: each net has a rising and a falling
+arrival; each cell output's edge arrives at the latest, over its timing arcs and the input edges the
+arc's ``timing_sense`` ties to it (positive unate: the same edge, negative: the other, non-unate:
+both), of (input arrival + delay(input slew, output load)), its slew the largest of those arcs'; the
 load is the sum of the reader pins' capacitances (no wire load: there is no placement; a macro's
 pins on one net count once, as one pin of a real macro). ABC maps one module at a time and cannot
 see the loads of nets that leave it, so a net loaded beyond its driver's ``max_capacitance`` gets
 a buffer tree here, as placement's design repair would add: the library's highest-gain buffer,
 each driving at most a quarter of its own limit, level by level up to one buffer at the driver;
-the tree's delay adds to the driver's, its buffers to the driver's block's area and power. Rise and
-fall are not told apart: each arc takes the larger of its rise and fall tables, which bounds the
-unate-aware answer from above. The clock is ideal (arrival 0, slew ``CLOCK_SLEW_PS``, no skew).
+the tree's delay adds to the driver's, its buffers to the driver's block's area and power. A
+flip-flop's setup time is its constraint table's for the data's edge. The clock is ideal (arrival 0, slew ``CLOCK_SLEW_PS``, no skew).
 Paths start at flip-flop outputs (clock-to-Q arc) and SRAM macro read data (the macro's access
 time), and end at flip-flop data pins (setup arc) and macro inputs (the macro's setup time). The
 design's memories have asynchronous reads; as macros they are read synchronously, the register
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 
 from .netlist import NetlistError, find, flatten
 
+EDGES = ("rise", "fall")
 CLOCK_SLEW_PS = 20.0
 INPUT_SLEW_PS = 20.0
 #: A tree buffer drives at most this fraction of its max_capacitance (keeps its slew moderate).
@@ -51,6 +53,7 @@ class PathStep:
     delay_ps: float    # what this cell adds (clock-to-Q or access time for the first, setup for the last)
     arrival_ps: float
     net: str = ""      # the net it drives, by its RTL name where Yosys kept one, to find the path in the design
+    edge: str = ""     # that net's transition on the path: "rise" or "fall"
 
 
 @dataclass
@@ -100,7 +103,9 @@ class Design:
         self.block_of = block_of
         self.inputs = {find(parent, n) for n in models[top].inputs}
         self.outputs = {find(parent, n) for n in models[top].outputs}
-        self.load, self.driver = {}, {}
+        # load: a net's readers' largest pin capacitances (power, buffer trees); edge_load: their
+        # capacitances for each of its transitions (delays).
+        self.load, self.edge_load, self.driver = {}, {}, {}
         for index, (_, kind, pins, _) in enumerate(self.cells):
             seen = set()
             for pin, net in pins:
@@ -112,6 +117,9 @@ class Design:
                 elif kind != MACRO or net not in seen:
                     seen.add(net)
                     self.load[net] = self.load.get(net, 0.0) + self.pin_cap(kind, pin)
+                    loads = self.edge_load.setdefault(net, {"rise": 0.0, "fall": 0.0})
+                    for edge in EDGES:
+                        loads[edge] += self.pin_cap(kind, pin, edge)
         self.buffer = library.tree_buffer()
         self.trees = {}   # net -> [(buffers, load on each)], from the driver to the loads
         for net, (index, pin) in self.driver.items():
@@ -147,17 +155,19 @@ class Design:
                 return levels[::-1]
             load = n * cin
 
-    def driven_load(self, net):
-        """The load the net's driver sees: the first tree buffer's input, or the net's pins."""
+    def driven_load(self, net, edge):
+        """The load the net's driver sees on ``edge``: the first tree buffer's input, or the net's pins."""
         if net in self.trees:
-            return max(p.capacitance for n, p in self.buffer.pins.items() if n not in self.buffer.outputs)
-        return self.load.get(net, 0.0)
+            (cin,) = [p for n, p in self.buffer.pins.items() if n not in self.buffer.outputs]
+            return cin.edge_capacitance.get(edge, cin.capacitance)
+        return self.edge_load.get(net, {}).get(edge, 0.0)
 
-    def through_tree(self, net, at, slew):
-        """(arrival, slew) at the loads of ``net`` given its driver's output."""
+    def through_tree(self, net, edge, at, slew):
+        """(arrival, slew) of ``edge`` at the loads of ``net`` given its driver's output (the tree's
+        buffers do not invert)."""
         arc = self.buffer.pins[self.buffer.outputs[0]].arcs[0]
         for _, load in self.trees.get(net, ()):
-            at, slew = at + _worst(arc.delay, slew=slew, load=load), _worst(arc.slew, slew=slew, load=load)
+            at, slew = at + arc.delay[edge].lookup(slew=slew, load=load), arc.slew[edge].lookup(slew=slew, load=load)
         return at, slew
 
     def tree_buffers(self, net):
@@ -178,11 +188,12 @@ class Design:
         p = self.library.cells[kind].pins.get(pin)
         return p is not None and p.direction == "output"
 
-    def pin_cap(self, kind, pin):
+    def pin_cap(self, kind, pin, edge=None):
+        """A reader pin's capacitance: for ``edge``, else the largest."""
         if kind == MACRO:
             return self.macros.input_cap_ff if pin.split("[")[0] not in MACRO_CLOCKS else 0.0
         p = self.library.cells[kind].pins.get(pin)
-        return p.capacitance if p else 0.0
+        return 0.0 if p is None else p.edge_capacitance.get(edge, p.capacitance)
 
     def sequential(self, kind):
         return kind == MACRO or self.library.cells[kind].sequential
@@ -198,23 +209,28 @@ def toggle_energy_fj(pin, **x):
     return sum(sum(v) / len(v) for v in rails.values())
 
 
-def _worst(tables, **x):
-    return max((t.lookup(**x) for t in tables.values()), default=0.0)
+def _latest(arr, net, edge, at, slew, pred):
+    """Keep the later arrival of ``net``'s ``edge`` and the larger slew (as OpenSTA merges them)."""
+    old = arr.setdefault(net, {}).get(edge)
+    if old is None:
+        arr[net][edge] = (at, slew, pred)
+    else:
+        arr[net][edge] = (at, max(slew, old[1]), pred) if at > old[0] else (old[0], max(slew, old[1]), old[2])
 
 
 def timing(design):
     """The critical register-to-register path and the longest input/output path."""
     lib, cells = design.library.cells, design.cells
-    # Arrival per net and source kind ("r": from a register or macro, "i": from an input):
-    # (arrival, slew, (cell index, input net or None)).
-    arrival = {"r": {}, "i": {n: (0.0, INPUT_SLEW_PS, None) for n in design.inputs}}
-    comb, endpoints = [], []   # endpoints: (cell index, pin, net, setup table or fixed setup)
+    # Arrival per net, per transition of the net ("rise"/"fall") and per source kind ("r": from a
+    # register or macro, "i": from an input): (arrival, slew, (cell index, input net, its edge)).
+    arrival = {"r": {}, "i": {n: {e: (0.0, INPUT_SLEW_PS, None) for e in EDGES} for n in design.inputs}}
+    comb, endpoints = [], []   # endpoints: (cell index, pin, net, setup tables by edge or fixed setup)
     for index, (module, kind, pins, _) in enumerate(cells):
         if kind == MACRO:
             for pin, net in pins:
                 role = pin.split("[")[0]
                 if role in MACRO_OUTPUTS:
-                    arrival["r"][net] = (design.macros.access_ps, CLOCK_SLEW_PS, (index, None))
+                    arrival["r"][net] = {e: (design.macros.access_ps, CLOCK_SLEW_PS, (index, None, None)) for e in EDGES}
                 elif role not in MACRO_CLOCKS:
                     endpoints.append((index, pin, net, design.macros.setup_ps))
         elif lib[kind].sequential:
@@ -222,10 +238,11 @@ def timing(design):
                 p = lib[kind].pins.get(pin)
                 for arc in p.arcs if p else ():
                     if arc.kind in ("rising_edge", "falling_edge"):
-                        load = design.driven_load(net)
-                        at, slew = design.through_tree(net, _worst(arc.delay, slew=CLOCK_SLEW_PS, load=load),
-                                                       _worst(arc.slew, slew=CLOCK_SLEW_PS, load=load))
-                        arrival["r"][net] = (at, slew, (index, None))
+                        for edge, table in arc.delay.items():
+                            load = design.driven_load(net, edge)
+                            at, slew = design.through_tree(net, edge, table.lookup(slew=CLOCK_SLEW_PS, load=load),
+                                                           arc.slew[edge].lookup(slew=CLOCK_SLEW_PS, load=load))
+                            _latest(arrival["r"], net, edge, at, slew, (index, None, None))
                     elif arc.kind == "setup_rising":
                         endpoints.append((index, pin, net, arc.delay))
         else:
@@ -238,28 +255,30 @@ def timing(design):
             p = lib[kind].pins.get(pin)
             if p is None or p.direction != "output":
                 continue
-            load = design.driven_load(net)
-            for tag, arr in arrival.items():
-                best = None
+            loads = {edge: design.driven_load(net, edge) for edge in EDGES}
+            for arr in arrival.values():
+                found = {}
                 for arc in p.arcs:
                     source = ins.get(arc.related)
-                    if arc.kind != "combinational" or source not in arr:
+                    if not arc.kind.startswith("combinational") or source not in arr:
                         continue
-                    t, slew, _ = arr[source]
-                    at = t + _worst(arc.delay, slew=slew, load=load)
-                    if best is None or at > best[0]:
-                        best = (at, _worst(arc.slew, slew=slew, load=load), (index, source))
-                if best:
-                    arr[net] = (*design.through_tree(net, best[0], best[1]), best[2])
-
-    def setup(check, slew):
-        return check if isinstance(check, float) else _worst(check, slew=slew, clock_slew=CLOCK_SLEW_PS)
+                    for edge, table in arc.delay.items():
+                        load = loads[edge]
+                        for cause in arc.causes(edge):
+                            if cause in arr[source]:
+                                t, slew, _ = arr[source][cause]
+                                _latest(found, net, edge, t + table.lookup(slew=slew, load=load),
+                                        arc.slew[edge].lookup(slew=slew, load=load), (index, source, cause))
+                for edge, (at, slew, pred) in found.get(net, {}).items():
+                    arr.setdefault(net, {})[edge] = (*design.through_tree(net, edge, at, slew), pred)
 
     def ends(tag):
-        arr = arrival[tag]
-        found = [(arr[net][0] + setup(check, arr[net][1]), index, net) for index, _, net, check in endpoints
-                 if net in arr]
-        found += [(arr[net][0], None, net) for net in design.outputs if net in arr]
+        arr, found = arrival[tag], []
+        for index, _, net, check in endpoints:
+            for edge, (at, slew, _) in arr.get(net, {}).items():
+                setup = check if isinstance(check, float) else check[edge].lookup(slew=slew, clock_slew=CLOCK_SLEW_PS)
+                found.append((at + setup, index, net, edge))
+        found += [(at, None, net, edge) for net in design.outputs for edge, (at, _, _) in arr.get(net, {}).items()]
         return found
 
     reg = [e for e in ends("r") if e[1] is not None]
@@ -267,13 +286,13 @@ def timing(design):
         raise NetlistError("no register-to-register path: the design has no flip-flops or macros in a path")
     critical = max(reg)
     by_module = {}
-    for at, index, _ in reg:
+    for at, index, _, _ in reg:
         module = cells[index][0].removeprefix(f"{design.top}.")
         by_module[module] = max(by_module.get(module, 0.0), at)
     worst_ends = sorted(([m, ps] for m, ps in by_module.items()), key=lambda x: -x[1])[:WORST_ENDS]
     io_ends = [("i", e) for e in ends("i") if e[1] is not None] + [("r", e) for e in ends("r") if e[1] is None]
-    io_tag, io = max(io_ends, key=lambda x: x[1][0], default=(None, (0.0, None, None)))
-    through = max([e for e in ends("i") if e[1] is None], default=(0.0, None, None))
+    io_tag, io = max(io_ends, key=lambda x: x[1][0], default=(None, (0.0, None, None, None)))
+    through = max([e for e in ends("i") if e[1] is None], default=(0.0, None, None, None))
     path = _trace(design, arrival["r"], critical)
     per_block = {}
     for step in path:
@@ -313,31 +332,33 @@ def _topological(design, comb):
 
 
 def _trace(design, arr, end):
-    """The cells of the path ending at ``end`` (its total, endpoint cell or None for an output, net);
-    a path from an input starts with a step named "input"."""
-    total, index, net = end
+    """The cells of the path ending at ``end`` (its total, endpoint cell or None for an output, net,
+    the net's edge); a path from an input starts with a step named "input"."""
+    total, index, net, edge = end
     steps = []
     if index is not None:
         module, kind, pins, _ = design.cells[index]
         # The endpoint is named by what it stores: its output (a flip-flop's Q), else the net it takes.
         stored = next((n for pin, n in pins if design.is_output(kind, pin)), net)
-        steps.append(PathStep(kind, module, design.block_of(module), total - arr[net][0], total,
-                              design.net_name(stored)))
+        steps.append(PathStep(kind, module, design.block_of(module), total - arr[net][edge][0], total,
+                              design.net_name(stored), edge))
     else:
-        steps.append(PathStep("output", design.top, design.block_of(design.top), 0.0, total))
+        steps.append(PathStep("output", design.top, design.block_of(design.top), 0.0, total, edge=edge))
     while True:
-        if arr[net][2] is None:
-            steps.append(PathStep("input", design.top, design.block_of(design.top), 0.0, 0.0, design.net_name(net)))
+        at, _, pred = arr[net][edge]
+        if pred is None:
+            steps.append(PathStep("input", design.top, design.block_of(design.top), 0.0, 0.0, design.net_name(net),
+                                  edge))
             break
-        at, _, (cell, source) = arr[net]
+        cell, source, cause = pred
         module, kind, _, _ = design.cells[cell]
-        before = arr[source][0] if source is not None else 0.0
+        before = arr[source][cause][0] if source is not None else 0.0
         if net in design.trees:
             kind = f"{kind} + {len(design.trees[net])}-level {design.buffer.name} tree"
-        steps.append(PathStep(kind, module, design.block_of(module), at - before, at, design.net_name(net)))
+        steps.append(PathStep(kind, module, design.block_of(module), at - before, at, design.net_name(net), edge))
         if source is None:
             break
-        net = source
+        net, edge = source, cause
     return steps[::-1]
 
 

@@ -43,7 +43,7 @@ def queue_ports(q):
 
 def tag_ports(t):
     return SimpleNamespace(free=t.free, tag=t.tag, alloc=t.alloc, alloc_line=t.alloc_line, lookup=t.lookup,
-                           lookup_tag=t.lookup_tag, line=t.line, stale=t.stale, abort=t.discard,
+                           line=t.line, stale=t.stale, abort=t.discard,
                            outstanding=t.outstanding)
 
 
@@ -192,25 +192,26 @@ class TagTableSpec(BlockSpec):
     def contract(self, m, p):
         n = self.dut.entries
         m.d.comb += [p.alloc.eq(AnySeq(1)), p.alloc_line.eq(AnySeq(len(p.alloc_line.as_value()))),
-                     p.lookup.eq(AnySeq(1)), p.lookup_tag.eq(AnySeq(len(p.lookup_tag))), p.abort.eq(AnySeq(1))]
+                     p.lookup.eq(AnySeq(n)), p.abort.eq(AnySeq(1))]
 
         outstanding, aborted = Signal(n), Signal(n)
         lines = [Signal(p.alloc_line.shape(), name=f"line{i}") for i in range(n)]
+        back = p.lookup  # one-hot: the tag a response brings back
         m.d.comb += [
             Assume(~p.alloc | p.free),
-            Assume(~p.lookup | outstanding.bit_select(p.lookup_tag, 1)),
+            Assume((back & (back - 1)) == 0),
+            Assume((back & ~outstanding) == 0),
             Assert(p.free == ~outstanding.all(), "free is wrong"),
             Assert(p.outstanding == outstanding.any(), "outstanding is wrong"),
         ]
         with m.If(p.free):
             m.d.comb += Assert(~outstanding.bit_select(p.tag, 1), "an outstanding tag is offered")
         for i in range(n):
-            with m.If(p.lookup & (p.lookup_tag == i)):
+            with m.If(back[i]):
                 m.d.comb += [Assert(p.line == lines[i], "a response finds the wrong line"),
                              Assert(p.stale == aborted[i], "stale is wrong")]
 
         taken = Mux(p.alloc, Const(1, n) << p.tag, 0)
-        back = Mux(p.lookup, Const(1, n) << p.lookup_tag, 0)
         m.d.sync += [outstanding.eq((outstanding & ~back) | taken),
                      aborted.eq((aborted & ~back & ~taken) | Mux(p.abort, (outstanding & ~back) | taken, 0))]
         for i in range(n):
