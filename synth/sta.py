@@ -5,14 +5,14 @@ arrival; each cell output's edge arrives at the latest, over its timing arcs and
 arc's ``timing_sense`` ties to it (positive unate: the same edge, negative: the other, non-unate:
 both), of (input arrival + delay(input slew, output load)), its slew the largest of those arcs'; the
 load is the sum of the reader pins' capacitances for that edge (no wire load: there is no
-placement; a macro's pins on one net count once, as one pin of a real macro). ABC maps one module at a time and cannot
-see the loads of nets that leave it, so a net loaded beyond its driver's ``max_capacitance`` gets
+placement; a macro's pins on one net count once, as one pin of a real macro). ABC maps one module
+at a time and cannot see the loads of nets that leave it, so a net loaded beyond its driver's ``max_capacitance`` gets
 a buffer tree here, as placement's design repair would add: the library's highest-gain buffer,
 each driving at most a quarter of its own limit, level by level up to one buffer at the driver;
 the tree's delay adds to the driver's, its buffers to the driver's block's area and power. A
 flip-flop's setup time is its constraint table's for the data's edge. The clock is ideal (arrival
-0, slew ``CLOCK_SLEW_PS``, no skew). Paths start at flip-flop outputs (clock-to-Q arc) and SRAM macro read data (the macro's access
-time), and end at flip-flop data pins (setup arc) and macro inputs (the macro's setup time). The
+0, slew ``CLOCK_SLEW_PS``, no skew). Paths start at flip-flop outputs (clock-to-Q arc) and SRAM
+macro read data (the macro's access time), and end at flip-flop data pins (setup arc) and macro inputs (the macro's setup time). The
 design's memories have asynchronous reads; as macros they are read synchronously, the register
 that feeds the address taken into the macro (so the macro's clock starts the read path). Inputs
 arrive and outputs are needed with half a clock period to spare: a path from an input to a
