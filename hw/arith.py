@@ -1,6 +1,6 @@
 """Arithmetic that synthesis would otherwise build slowly: Yosys and ABC turn an add into a ripple
 of carries (two gates per bit) and a sum of many rows into a chain of such adds. Here: a Sklansky
-parallel-prefix carry network, and carry-save sums of several operands."""
+(or Kogge-Stone) parallel-prefix carry network, and carry-save sums of several operands."""
 
 import weakref
 
@@ -12,8 +12,8 @@ class _FastAdd(Elaboratable):
     levels down to two rows, then the carry network, all in this module (logic optimization works
     on one module at a time). The two rows are signals: the network reads each three times."""
 
-    def __init__(self, rows, width, carry_in):
-        self.rows, self.width, self.carry_in = rows, width, carry_in
+    def __init__(self, rows, width, carry_in, spread):
+        self.rows, self.width, self.carry_in, self.spread = rows, width, carry_in, spread
         self.sum = Signal(width + 1)
 
     def elaborate(self, platform):
@@ -25,9 +25,12 @@ class _FastAdd(Elaboratable):
         gen, prop = Cat(Value.cast(self.carry_in)[0], a & b), Cat(Const(0), a ^ b)
         step = 1
         while step <= width:
-            # At this level position i takes in the group that ends just below its own block of ``step``.
-            takes = [(i // step) % 2 == 1 for i in range(width + 1)]
-            below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
+            if self.spread:  # Kogge-Stone: position i takes in the group that ends ``step`` below it
+                takes = [i >= step for i in range(width + 1)]
+                below = [i - step if t else i for i, t in enumerate(takes)]
+            else:  # Sklansky: position i takes in the group that ends just below its own block of ``step``
+                takes = [(i // step) % 2 == 1 for i in range(width + 1)]
+                below = [(i // step) * step - 1 if t else i for i, t in enumerate(takes)]
             mask = Const(int("".join("1" if t else "0" for t in reversed(takes)), 2), width + 1)
             g, q = Signal(width + 1, attrs={"keep": 1}), Signal(width + 1, attrs={"keep": 1})
             m.d.comb += [g.eq(gen | prop & Cat(*(gen[j] for j in below)) & mask),
@@ -38,21 +41,25 @@ class _FastAdd(Elaboratable):
         return m
 
 
-def _adder(m, rows, width, carry_in):
-    adder = _FastAdd([Cat(r, Const(0, width - len(r))) for r in rows], width, carry_in)
+def _adder(m, rows, width, carry_in, spread=False):
+    adder = _FastAdd([Cat(r, Const(0, width - len(r))) for r in rows], width, carry_in, spread)
     _adders[m] = _adders.get(m, 0) + 1
     m.submodules[f"add{_adders[m] - 1}"] = adder
     return adder.sum
 
 
-def fast_add(m, a, b, carry_in=0):
+def fast_add(m, a, b, carry_in=0, *, spread=False):
     """a + b + carry_in, unsigned, one bit wider than the wider operand, through a Sklansky
     parallel-prefix carry network (log2 levels). Each level's generate and propagate bits are kept
     signals: otherwise logic optimization folds them back into a ripple chain, two gates per bit.
     The adder is a submodule of ``m``, so that it may be used inside an ``If``: comb statements
-    there would take the condition into every level of the carry network."""
+    there would take the condition into every level of the carry network.
+
+    ``spread``: a Kogge-Stone network instead, for wide adds on a critical path: each group drives
+    two others, where a Sklansky level's drives up to half the bits (a buffer tree per level), for
+    about twice the cells."""
     a, b = Value.cast(a).as_unsigned(), Value.cast(b).as_unsigned()
-    return _adder(m, [a, b], max(len(a), len(b)), carry_in)
+    return _adder(m, [a, b], max(len(a), len(b)), carry_in, spread)
 
 
 #: Operand bits compared directly at the leaves of ``at_least``'s tree (a short chain: 4 bits

@@ -197,7 +197,7 @@ class Prefetcher(wiring.Component):
                 with m.If(Mux(prev_new, lower_prev, lower & lower_prev)):
                     m.d.sync += low_m1.eq(start2)
                 with m.If(aims2):
-                    m.d.sync += target.eq(fast_add(m, sum2, carry2)[6:A])
+                    m.d.sync += target.eq(fast_add(m, sum2, carry2, spread=True)[6:A])
         return {"top": top, "target": target, "low_m1": low_m1, "live": live,
                 "busy": v0 | v1 | v2 | dv0 | dv1 | dv2, "update": v2 | idle2 | dv2}
 

@@ -1,9 +1,9 @@
 """The fast measurement engine (``deca.sim.bench.engine``: the harness and the models in C++ around the
-Verilated PE) against the Python path: the same records as the cocotb testbench for every default
-workload of ``deca run`` in both modes and with squashes; the same runs and the same failures
-(hang, wrong tile, memory protocol) as the Python Harness on the same simulator, through a rough
-core and memory (back-pressure, out-of-order responses, squashes, dropped and malformed requests);
-its build errors and the choice of its compiler. All on the W = 8, L = 4 PE, whose Verilator builds
+Verilated PE) against the Python path: the same records as the cocotb testbench for ``deca run``'s
+workloads (three by default, all under -m slow) in both modes and with squashes; the same runs and
+the same failures (hang, wrong tile, memory protocol) as the Python Harness on the same simulator,
+through a rough core and memory (back-pressure, out-of-order responses, squashes, dropped and
+malformed requests); its build errors and the choice of its compiler. All on the W = 8, L = 4 PE, whose Verilator builds
 the other RTL tests share.
 """
 
@@ -39,7 +39,13 @@ def lib():
     return build(campaign_module._generate(8, 4, 2), top_name("pe", 8, 4), PePorts())
 
 
-def test_engines_measure_the_same_records(tmp_path, seed):
+#: By default a sparse, a scaled and a 16-bit workload; every workload of ``deca run`` under -m slow.
+SOME_WORKLOADS = ("bf8@0.05", "mxfp4@1", "bf16@0.5")
+
+
+@pytest.mark.parametrize("workloads", [SOME_WORKLOADS, pytest.param(RUN_WORKLOADS, marks=pytest.mark.slow)],
+                         ids=["some", "all"])
+def test_engines_measure_the_same_records(tmp_path, seed, workloads):
     """``deca run``'s workloads in both modes, then TEPL with squashes: field by field equal."""
     print(f"seed {seed}")
     verilog = campaign_module._generate(8, 4, 2)
@@ -48,7 +54,7 @@ def test_engines_measure_the_same_records(tmp_path, seed):
     for squash_prob, modes in ((0.0, MODES), (0.005, ("tepl",))):
         params = {"system": system("spr-hbm", squash_prob=squash_prob).as_dict(), "tiles": TILES, "seed": seed,
                   "loaders": 2}
-        points = [Point(8, 4, w, m) for w in RUN_WORKLOADS for m in modes]
+        points = [Point(8, 4, w, m) for w in workloads for m in modes]
         runs = {}
         for engine in ENGINES:  # a campaign's worker, without the process pool
             out = tmp_path / f"{engine}-{squash_prob}"

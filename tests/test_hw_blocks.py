@@ -20,7 +20,7 @@ from amaranth.sim import Simulator
 
 from deca.golden.format import Q_BITS, TILE_ELEMS, read_codes
 from deca.golden.numerics import scale_mul
-from deca.hw.arith import at_least
+from deca.hw.arith import at_least, fast_add
 from deca.hw.layouts import ScaleFormat, physical_lanes, vop_layout
 from deca.hw.lut_array import LUTArray
 from deca.hw.params import dequant_lanes
@@ -780,5 +780,23 @@ def test_at_least_compares_every_pair_of_mixed_width_operands(signed):
                 ctx.set(a, x)
                 ctx.set(b, y)
                 assert ctx.get(ge) == (value(x, 9) >= value(y, 3)), (x, y)
+
+    run(m, bench, clocked=False)
+
+
+@pytest.mark.parametrize("spread", [False, True], ids=["sklansky", "kogge_stone"])
+def test_fast_add_adds_every_pair_with_and_without_carry(spread):
+    m = Module()
+    a, b, c, total = Signal(7), Signal(5), Signal(), Signal(8)  # 7 bits: the top level reaches over a partial block
+    m.d.comb += total.eq(fast_add(m, a, b, c, spread=spread))
+
+    async def bench(ctx):
+        for x in range(1 << 7):
+            for y in range(1 << 5):
+                for z in (0, 1):
+                    ctx.set(a, x)
+                    ctx.set(b, y)
+                    ctx.set(c, z)
+                    assert ctx.get(total) == x + y + z, (x, y, z)
 
     run(m, bench, clocked=False)

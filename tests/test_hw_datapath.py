@@ -47,7 +47,7 @@ CHECKED = [pytest.param(W, L, marks=pytest.mark.slow) if (W, L) == (16, 4) else 
 
 @pytest.mark.parametrize("W,L", CHECKED, ids=[f"W{W}L{L}" for W, L in DESIGNS])
 def test_bit_exact_and_bubble_rule(W, L, rng):
-    cases = workloads(rng)
+    cases = workloads(rng, shape=(16, 64))  # two tiles each: the first with the fill, one after it
     cm_of = dict(cases)
     results = simulate(W, L, cases)
     for label, (jobs, run) in results.items():

@@ -18,16 +18,18 @@ from deca.sim.bench.ports import PePorts
 from deca.sim.bench.registers import configure
 from deca.sim.bench.stimulus import DEFAULT_BASE, tile_batch
 
-#: Every scheme (codebooks of Q = 3, 5 and 8) at three densities, and a few at two.
+#: Every scheme (codebooks of Q = 3, 5 and 8) at three densities; the schemes of the Verilator
+#: regression (tests/test_pe_rtl.py) at three; a few at two.
 ALL = {"densities": [1, 0.2, 0], "codebook_sizes": [5, 20, 200]}
+SOME = {"schemes": ["bf16", "bf8", "nvfp4", "int2", "ternary", "codebook"], "densities": [1, 0.2, 0],
+        "codebook_sizes": [20, 200]}
 FEW = {"schemes": ["nvfp4", "ternary", "bf16", "int1"], "densities": [1, 0.2], "codebook_sizes": []}
 CASES = [
     ("reset_state", 8, 4, {}),
-    ("workloads_bit_exact", 8, 4, ALL),
+    ("workloads_bit_exact", 8, 4, SOME),
     ("workloads_bit_exact", 32, 8, FEW),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4", "ternary"]}),
     ("bad_config", 8, 4, {}),
-    ("squash_recovery", 8, 4, FEW),
     ("squash_recovery", 32, 8, FEW),
     # More loaders: more requests in flight, the line arbiter and the order FIFOs over 3 and 4.
     ("reset_state", 8, 4, {"loaders": 3}),
@@ -35,8 +37,10 @@ CASES = [
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 4}),
     ("squash_recovery", 8, 4, {**FEW, "loaders": 4}),
 ]
-#: The other loader count of each, under -m slow.
+#: Every scheme, the W8L4 squashes with two loaders and the other loader count of each, under -m slow.
 SLOW_CASES = [
+    ("workloads_bit_exact", 8, 4, ALL),
+    ("squash_recovery", 8, 4, FEW),
     ("workloads_bit_exact", 8, 4, {**FEW, "loaders": 4}),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 3}),
     ("squash_recovery", 8, 4, {**FEW, "loaders": 3}),
@@ -119,7 +123,7 @@ def simulate(W, L, procedure, seed, process=None, **params):
 
 
 @pytest.mark.parametrize("procedure,W,L,params", [*CASES, *(pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_CASES)],
-                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "")
+                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "") + ("-all" if q is ALL else "")
                               for p, W, L, q in CASES + SLOW_CASES])
 def test_pe_regression(procedure, W, L, params, seed):
     print(f"seed {seed}")
