@@ -1,6 +1,6 @@
 """The fast measurement engine (``deca.sim.bench.engine``: the harness and the models in C++ around the
 Verilated PE) against the Python path: the same records as the cocotb testbench for ``deca run``'s
-workloads (three by default, all under -m slow) in both modes and with squashes; the same runs and
+workloads (two by default, all under -m slow) in both modes and with squashes; the same runs and
 the same failures (hang, wrong tile, memory protocol) as the Python Harness on the same simulator,
 through a rough core and memory (back-pressure, out-of-order responses, squashes, dropped and
 malformed requests); its build errors and the choice of its compiler. All on the W = 8, L = 4 PE, whose Verilator builds
@@ -39,8 +39,8 @@ def lib():
     return build(campaign_module._generate(8, 4, 2), top_name("pe", 8, 4), PePorts())
 
 
-#: By default a sparse, a scaled and a 16-bit workload; every workload of ``deca run`` under -m slow.
-SOME_WORKLOADS = ("bf8@0.05", "mxfp4@1", "bf16@0.5")
+#: By default a sparse and a scaled workload; every workload of ``deca run`` under -m slow.
+SOME_WORKLOADS = ("bf8@0.05", "mxfp4@1")
 
 
 @pytest.mark.parametrize("workloads", [SOME_WORKLOADS, pytest.param(RUN_WORKLOADS, marks=pytest.mark.slow)],
