@@ -3,8 +3,8 @@ Verilated PE) against the Python path: the same records as the cocotb testbench 
 workloads (two by default, all under -m slow) in both modes and with squashes; the same runs and
 the same failures (hang, wrong tile, memory protocol) as the Python Harness on the same simulator,
 through a rough core and memory (back-pressure, out-of-order responses, squashes, dropped and
-malformed requests); its build errors and the choice of its compiler. All on the W = 8, L = 4 PE, whose Verilator builds
-the other RTL tests share.
+malformed requests); its build errors and the choice of its compiler. All on the W = 8, L = 4 PE,
+whose Verilator builds the other RTL tests share.
 """
 
 import asyncio

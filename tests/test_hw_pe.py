@@ -123,8 +123,8 @@ def simulate(W, L, procedure, seed, process=None, **params):
 
 
 @pytest.mark.parametrize("procedure,W,L,params", [*CASES, *(pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_CASES)],
-                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "") + ("-all" if q is ALL else "")
-                              for p, W, L, q in CASES + SLOW_CASES])
+                         ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "")
+                              + ("-all" if q is ALL else "") for p, W, L, q in CASES + SLOW_CASES])
 def test_pe_regression(procedure, W, L, params, seed):
     print(f"seed {seed}")
     messages = simulate(W, L, procedure, seed, **params)
