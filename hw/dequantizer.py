@@ -18,8 +18,14 @@ dequantizes codes k*Lq .. k*Lq + Lq - 1 into the same SD entries. The work is pi
   last cycle also writes the mask and expansion indices that waited in the queue.
 
 Back-pressure from ``sd.ready`` holds every stage (nothing moves on unless SD is free or moving on),
-so no data is lost; the per-cycle activity outputs describe the issue.
+so no data is lost; the per-cycle activity outputs describe the issue. That stall reaches the issue
+and the wide registers (the read stages, the LUT read, SD) from flip-flop copies registered from
+its next value, which needs ``sd_ready_next``: the next cycle's ``sd.ready`` (the expander's ready
+is a register, and this is its input), not through a buffer tree behind ``sd.ready``.
 """
+
+import operator
+from functools import reduce
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
@@ -31,7 +37,7 @@ from .arith import fast_add, fast_sum
 from .layouts import ConfigSignature, physical_lanes, sd_layout, value_beat_layout, vop_layout
 from .lut_array import LUTArray
 from .params import LANES_PER_LUT, dequant_lanes
-from .stages import RegisterSlice
+from .stages import HOLD_SLICE, RegisterSlice, enable
 from .unpacker import READ_LATENCY, CodeUnpacker
 
 #: Cycles the pipelining adds to a vOp's way through the stage: alone in it, with its codes buffered,
@@ -52,6 +58,7 @@ class DequantStage(wiring.Component):
             "vops": In(stream.Signature(vop_layout(W))),
             "values": In(stream.Signature(value_beat_layout(W, L))),
             "sd": Out(stream.Signature(sd_layout(W))),
+            "sd_ready_next": In(1),  # ``sd.ready`` of the next cycle
             # Per-cycle activity for the performance counters.
             "bubble": Out(1),  # issuing a vOp's cycle that is not its last
             "waiting": Out(1),  # free to issue, but no vOp or not all of its codes are there
@@ -121,11 +128,20 @@ class DequantStage(wiring.Component):
 
         ptr, end = Signal.like(unpacker.ptr), Signal.like(unpacker.ptr)
         margin = Signal(len(end) + 1)  # wp - end, two's complement: the head's bits are all there when >= 0
-        advance, go, load = Signal(), Signal(), Signal()
+        go, load = Signal(), Signal()
+        # Each issued cycle as it leaves the LUT read (below).
+        op_layout = data.StructLayout({"valid": 1, "final": 1, "k": range(W)})
+        op = Signal(op_layout)
+        # The stall, ``advance`` = ~sd.valid | sd.ready, is a flip-flop registered from its next
+        # value, with copies of its own for the unpacker's ``take`` and for the wide registers (the
+        # read stages, the LUT read, SD). SD's valid bit is written when it moves on (below).
+        advance_next = Signal()
+        advance = enable(m, "advance", advance_next)
         m.d.comb += [
-            unpacker.ptr.eq(ptr), unpacker.next_ptr.eq(end), unpacker.take.eq(go),
-            unpacker.en.eq(advance), luts.en.eq(advance),
-            advance.eq(~self.sd.valid | self.sd.ready),
+            unpacker.ptr.eq(ptr), unpacker.next_ptr.eq(end),
+            unpacker.take.eq(head_valid & ~margin[-1] & enable(m, "take_advance", advance_next)),
+            unpacker.en_next.eq(advance_next), luts.en_next.eq(advance_next),
+            advance_next.eq(~Mux(advance, op.valid & op.final, self.sd.valid) | self.sd_ready_next),
             go.eq(head_valid & ~margin[-1] & advance),
             load.eq(~head_valid | go & final),  # the head takes the plan (or empties)
             vops.o.ready.eq(~plan_valid | load),
@@ -189,30 +205,41 @@ class DequantStage(wiring.Component):
                         m.d.sync += [entry[f].eq(self.vops.payload[f]) for f in QUEUED_FIELDS]
 
         # Each issued cycle on its way to SD, beside its codes: through the read stages and the LUT.
-        op_layout = data.StructLayout({"valid": 1, "final": 1, "k": range(W)})
-        op = Signal(op_layout)
-        m.d.comb += [op.valid.eq(go), op.final.eq(final), op.k.eq(head.k)]
-        for _ in range(READ_LATENCY + 1):
+        # Into the last of them (the LUT read's) its SD write is decoded: per lane count of a mode
+        # (``modes``), which group of SD entries its lanes fill, one-hot, so that the LUT's late
+        # values pass one AND-OR into SD.
+        issued = Signal(op_layout)
+        m.d.comb += [issued.valid.eq(go), issued.final.eq(final), issued.k.eq(head.k)]
+        op_in = issued
+        for _ in range(READ_LATENCY):
             later = Signal(op_layout)
             with m.If(advance):
-                m.d.sync += later.eq(op)
-            op = later
+                m.d.sync += later.eq(op_in)
+            op_in = later
+        fills = {count: Signal(W // count, name=f"fill_by{count}") for count in modes}
+        with m.If(advance):
+            m.d.sync += op.eq(op_in)
+            for count, cond in modes.items():
+                m.d.sync += fills[count].eq(Cat(op_in.valid & cond & (op_in.k == g) for g in range(W // count)))
 
         # SD's data has no reset (``sd.valid`` has): a reset gate would sit on the LUT read's path.
         sd = Signal.like(self.sd.payload, reset_less=True)
         m.d.comb += self.sd.payload.eq(sd)
-        with m.If(advance & op.valid):
-            for count, cond in modes.items():
-                with m.If(cond):
-                    for e in range(W):
-                        with m.If(op.k == e // count):
-                            m.d.sync += sd.data[e].eq(luts.values[e % count])
-            with m.If(op.final):
-                m.d.sync += get.eq(get + 1)
-                with m.Switch(get):
-                    for i, entry in enumerate(queue):
-                        with m.Case(i):
-                            m.d.sync += [sd[f].eq(entry[f]) for f in QUEUED_FIELDS]
+        element_bits = len(sd.data[0])
+        per_copy = max(1, HOLD_SLICE // element_bits)
+        sd_en = [enable(m, f"sd_en{c}", advance_next) for c in range(-(-W // per_copy))]
+        for e in range(W):
+            takes = [(sd_en[e // per_copy] & fills[count][e // count], luts.values[e % count]) for count in modes]
+            kept = ~reduce(operator.or_, (take for take, _ in takes))
+            m.d.sync += sd.data[e].eq(reduce(operator.or_, [Mux(take, v, 0) for take, v in takes] +
+                                             [Mux(kept, sd.data[e], 0)]))
+        fields_en = enable(m, "sd_fields_en", advance_next)
+        with m.If(fields_en & op.valid & op.final):
+            m.d.sync += get.eq(get + 1)
+            with m.Switch(get):
+                for i, entry in enumerate(queue):
+                    with m.Case(i):
+                        m.d.sync += [sd[f].eq(entry[f]) for f in QUEUED_FIELDS]
         with m.If(advance):
             m.d.sync += self.sd.valid.eq(op.valid & op.final)
         return m

@@ -6,7 +6,8 @@ prefix(j) = j, so the stage passes SD through at the same rate.
 
 DD is a register slice (``hw/stages.py``): ``sd.ready`` comes from a register, so the scaling
 stage's ready (and the scale queue's valid behind it) does not reach the dequantization stage in
-the same cycle.
+the same cycle; ``sd_ready_next`` is that register's next value, from which the dequantization
+stage registers the copies of its stall that enable its wide registers.
 """
 
 from amaranth.hdl import Array, Module, Mux, Signal
@@ -26,11 +27,12 @@ class Expander(wiring.Component):
         super().__init__({
             "sd": In(stream.Signature(sd_layout(W))),
             "dd": Out(stream.Signature(chunk_layout(W))),
+            "sd_ready_next": Out(1),  # ``sd.ready`` of the next cycle (see ``DequantStage``)
         })
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dd = dd = RegisterSlice(chunk_layout(self.W))
+        m.submodules.dd = dd = RegisterSlice(chunk_layout(self.W), ready_next=True)
         sd = self.sd.payload
         expanded = Signal(chunk_layout(self.W))
         for j in range(self.W):
@@ -39,6 +41,7 @@ class Expander(wiring.Component):
         m.d.comb += [
             expanded.mask.eq(sd.mask), expanded.index.eq(sd.index), expanded.last.eq(sd.last),
             dd.i.valid.eq(self.sd.valid), dd.i.payload.eq(expanded), self.sd.ready.eq(dd.i.ready),
+            self.sd_ready_next.eq(dd.ready_next),
         ]
         wiring.connect(m, dd.o, wiring.flipped(self.dd))
         return m

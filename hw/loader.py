@@ -29,7 +29,7 @@ from .layouts import (LINE_BYTES, ErrorReason, ModeSignature, ScaleFormat, Scale
                       stream_fields, tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
 from .prefix_sum import WindowUnit, popcount
 from .queues import LINE_INDEX_BITS, LineQueue
-from .stages import OutputBuffer, RegisterSlice
+from .stages import OutputBuffer, RegisterSlice, copies
 from .tags import TagTable
 
 
@@ -178,10 +178,13 @@ class Loader(wiring.Component):
         entering = accept & ~self.squash
         m.d.sync += [state.eq(Mux(entering, LoaderState.CHECKING, state_next)),
                      idle.eq((state_next == LoaderState.IDLE) & ~entering)]
-        started, judging = Signal(), Signal()
-        m.d.sync += [started.eq(accept), judging.eq(started & (state_next == LoaderState.CHECKING))]
-        for s, (addr, length) in stream_fields(meta).items():
-            m.d.comb += [queues[s].start.eq(started), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
+        # ``started``: the acceptance a cycle later, in a flip-flop per queue and one for the rest
+        # (each queue's start loads most of its registers).
+        *starts, started = copies(m, "started", accept, 1, len(queues) + 1, init=0)
+        judging = Signal()
+        m.d.sync += judging.eq(started & (state_next == LoaderState.CHECKING))
+        for (s, (addr, length)), start in zip(stream_fields(meta).items(), starts):
+            m.d.comb += [queues[s].start.eq(start), queues[s].offset.eq(addr[:6]), queues[s].length.eq(length)]
         checks = request_checks(m, meta, self.mode, self.addr_bits)
         terms = [term for _, check in checks for term in check]
         failing = Signal(len(terms), reset_less=True)  # read only while judging

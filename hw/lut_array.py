@@ -24,7 +24,7 @@ from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import BF16, ConfigSignature
-from .stages import hold
+from .stages import enable, hold
 
 SUB_LUTS = 4
 SUB_LUT_ENTRIES = 64
@@ -32,7 +32,8 @@ SUB_LUT_ENTRIES = 64
 
 class LUTArray(wiring.Component):
     """``codes`` in (one per lane, up to Lq of them meaningful, looked up in mode ``q``), BF16
-    ``values`` out a cycle later; with ``en`` low the lookup holds its values."""
+    ``values`` out a cycle later; the lookup happens in the cycles after ``en_next`` is high (the
+    stall decided a cycle ahead: the enables are flip-flops) and otherwise holds its values."""
 
     def __init__(self, L, lanes):
         self.L = L
@@ -40,7 +41,7 @@ class LUTArray(wiring.Component):
         super().__init__({
             "cfg": In(ConfigSignature()),
             "q": In(5),
-            "en": In(1),
+            "en_next": In(1),
             "codes": In(data.ArrayLayout(BF16, lanes)),
             "values": Out(data.ArrayLayout(BF16, lanes)),
         })
@@ -65,13 +66,15 @@ class LUTArray(wiring.Component):
         ports = []
         readback = []  # big LUT 0 holds every entry any mode keeps
         for b in range(self.L):
+            if b % SUB_LUTS == 0:  # a copy of the enable per 16 macros
+                read_en = enable(m, f"lut{b}_en", self.en_next)
             for s in range(SUB_LUTS):
                 mem = memory.Memory(shape=BF16, depth=SUB_LUT_ENTRIES, init=[])
                 m.submodules[f"lut{b}_sub{s}"] = mem
                 wp = mem.write_port()
                 m.d.comb += [wp.addr.eq(write_entry), wp.data.eq(write_data), wp.en.eq(write_en[s])]
                 rp = mem.read_port()
-                m.d.comb += rp.en.eq(self.en)
+                m.d.comb += rp.en.eq(read_en)
                 ports.append(rp)
                 if b == 0:
                     rp = mem.read_port(domain="comb")
@@ -96,10 +99,10 @@ class LUTArray(wiring.Component):
                         with m.If(cond):
                             m.d.comb += port(b, s).addr.eq(self.codes[lanes[mode]][:6])
 
-        # The codes a cycle later, beside their lookups (a ``hold``: ``en`` is the dequantization
-        # stage's stall, late and with many loads), and with them each lane's choice among its
+        # The codes a cycle later, beside their lookups (a ``hold``: the enable is the dequantization
+        # stage's stall, with many loads), and with them each lane's choice among its
         # sources decoded one-hot, so that the macros' late outputs pass one AND-OR to ``values``.
-        codes = self.codes.shape()(hold(m, "codes", self.codes.as_value(), self.en))
+        codes = self.codes.shape()(hold(m, "codes", self.codes.as_value(), self.en_next))
         choices, read = [], []  # per lane: a condition per sub-LUT it may read, and those sub-LUTs
         for i in range(self.lanes):
             code, chosen = self.codes[i], {}
@@ -114,7 +117,7 @@ class LUTArray(wiring.Component):
                 chosen[b, s] = chosen[b, s] | cond if (b, s) in chosen else cond
             choices.append(Cat(q16, *chosen.values()))  # Q = 16: the code itself
             read.append([port(b, s).data for b, s in chosen])
-        held = hold(m, "choices", Cat(*choices), self.en)
+        held = hold(m, "choices", Cat(*choices), self.en_next)
         at = 0
         for i, ports_read in enumerate(read):
             pick = held[at:at + 1 + len(ports_read)]

@@ -123,17 +123,21 @@ class TileMux(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         sel = self.order.payload
+        # ``sel`` is one-hot: every output is an OR of the loaders' terms, not a chain of
+        # multiplexers in loader order. The data follows ``sel`` alone (a register), not ``order.valid``.
+        data, valid, pop = [], [], []
         for i, src in enumerate(self.ins):
-            # The data follows ``sel`` alone (a register), not ``order.valid``.
-            with m.If(sel[i]):
-                m.d.comb += self.out.payload.eq(src.payload.data)
-            with m.If(self.order.valid & sel[i]):
-                beat = src.payload
-                m.d.comb += [
-                    self.out.valid.eq(src.valid & ~beat.skip),
-                    src.ready.eq(beat.skip | self.out.ready),
-                    self.order.ready.eq(src.valid & (beat.skip | self.out.ready) & beat.last),
-                ]
+            beat = src.payload
+            moves = beat.skip | self.out.ready
+            m.d.comb += src.ready.eq(self.order.valid & sel[i] & moves)
+            data.append(Mux(sel[i], beat.data.as_value(), 0))
+            valid.append(sel[i] & src.valid & ~beat.skip)
+            pop.append(sel[i] & src.valid & moves & beat.last)
+        m.d.comb += [
+            self.out.payload.eq(reduce(operator.or_, data)),
+            self.out.valid.eq(self.order.valid & reduce(operator.or_, valid)),
+            self.order.ready.eq(self.order.valid & reduce(operator.or_, pop)),
+        ]
         return m
 
 

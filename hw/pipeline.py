@@ -41,6 +41,7 @@ class Pipeline(wiring.Component):
             scaler.scale_group.eq(self.cfg.scale_group),
             self.bubble.eq(dequant.bubble),
             self.waiting.eq(dequant.waiting),
+            dequant.sd_ready_next.eq(expander.sd_ready_next),
         ]
         wiring.connect(m, wiring.flipped(self.cfg), dequant.cfg)
         wiring.connect(m, wiring.flipped(self.vops), dequant.vops)

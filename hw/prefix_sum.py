@@ -6,17 +6,18 @@ the dequantization stage, and the complete PE has one per tile context.
 
 The sums are pipelined, one vOp per cycle: the tile's bitmask register shifts by W per vOp (no
 multiplexer in front of the adders), then come the counts within groups of ``GROUP`` elements, the
-groups' offsets (a prefix sum over at most W / 8 group counts), and the output register, where
+groups' offsets (carry-save sums of at most W / 8 group counts), and the output register, where
 each element adds its group's offset to its count within the group.
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import TILE_ELEMS
 
+from .arith import fast_sum
 from .layouts import tile_layout, vop_layout
 from .stages import stage_loads
 
@@ -28,15 +29,14 @@ GROUP = 8
 WINDOW_LATENCY = 4
 
 
-def prefix_sums(values, top=1):
-    """Inclusive prefix sums of a list of values in 0..top (bits by default), Kogge-Stone: log2(n)
-    levels of adders."""
-    sums = list(values)
+def prefix_sums(bits):
+    """Inclusive prefix sums of a list of bits, Kogge-Stone: log2(n) levels of adders."""
+    sums = list(bits)
     step = 1
     while step < len(sums):
         sums = [s + sums[j - step] if j >= step else s for j, s in enumerate(sums)]
         step *= 2
-    return [s[:(top * (j + 1)).bit_length()] for j, s in enumerate(sums)]
+    return [s[:(j + 1).bit_length()] for j, s in enumerate(sums)]
 
 
 def popcount(bits):
@@ -110,10 +110,15 @@ class WindowUnit(wiring.Component):
                 with m.If(~last):  # (after the last vOp the next tile's bitmask may load)
                     m.d.sync += [index.eq(index + 1), mask.eq(mask >> W)]
 
+        # Each group's end a sum of the group totals up to it, carry-save (``fast_sum``): at W = 64 a
+        # prefix network of seven-bit adds was three ripple carries deep. Outside the ``If``: the
+        # sums are signals of their own.
+        totals = [count(local, (g + 1) * group - 1) for g in range(groups)]
+        end_bits = W.bit_length()
+        inclusive = [None, *(fast_sum(m, [Cat(t, Const(0, end_bits - len(t))) for t in totals[:g + 1]])[:end_bits]
+                             for g in range(1, groups))]
         with m.If(loads[1]):
             m.d.sync += valid[1].eq(valid[0])
-            totals = [count(local, (g + 1) * group - 1) for g in range(groups)]
-            inclusive = prefix_sums(totals, group)
             m.d.sync += [[offsets.ends[g - 1].eq(inclusive[g]) for g in range(1, groups)],
                          offsets.counts.eq(local.counts), offsets.mask.eq(local.mask),
                          offsets.index.eq(local.index), offsets.last.eq(local.last)]

@@ -12,7 +12,8 @@ than the queue; ``room`` tells the loader whether a line may be requested yet.
 
 **Pipeline.** A written line enters a register with its index (stage W1); the next cycle it is
 rotated into place and its byte enables are formed (registered in stage W2), and the cycle after
-it is written and counted as arrived. A beat is issued from registers (whether its lines have
+it is written, but for the bytes of the first and last lines outside the stream (per-stream masks),
+and counted as arrived. A beat is issued from registers (whether its lines have
 arrived, where it lies) by reading its row (the read port's register is stage 1; a one-row queue
 is read from its register then); the beat's bytes enter the output register (stage 2), which
 ``beats`` presents. So a line written in cycle t lets out the first beat it completes in cycle
@@ -31,7 +32,7 @@ from amaranth.lib.wiring import In, Out
 
 from .arith import at_least, fast_add
 from .layouts import LEN_BITS, LINE_BYTES
-from .stages import stage_loads
+from .stages import HOLD_SLICE, copies, stage_loads
 
 #: Index bits of a line within a stream: a stream of up to 2^16 - 1 bytes at any alignment.
 LINE_INDEX_BITS = LEN_BITS - 5
@@ -57,17 +58,43 @@ def rotate(m, name, value, digits, unit, high=None, left=False):
     where back = sum of 4^j x ``digits[j]`` (one-hot, registers; the last may have two bits) + 64 x
     ``high`` (binary: the row part, for rows of several lines): a 4-way AND-OR per digit, each level
     a signal (it is read four times), as the unpacker's shift. A shifter by ``back`` maps to twice
-    the levels behind the fanout of each amount bit. Call it outside ``If``: its levels are comb
-    statements."""
-    for j, digit in enumerate(digits):
-        cuts = [(len(value) - k * 4 ** j * unit if left else k * 4 ** j * unit) % len(value) for k in range(len(digit))]
+    the levels behind the fanout of each amount bit. ``digits`` may also be a list of copies of
+    them (``stages.copies``), each serving an equal share of the output bits, for their fanout.
+    Call it outside ``If``: its levels are comb statements."""
+    shares = digits if isinstance(digits[0], (list, tuple)) else [digits]
+    size = len(value) // len(shares)
+    assert size * len(shares) == len(value)
+    for j in range(len(shares[0])):
+        cuts = [(len(value) - k * 4 ** j * unit if left else k * 4 ** j * unit) % len(value)
+                for k in range(len(shares[0][j]))]
         level = Signal(len(value), name=f"{name}{j}")
-        m.d.comb += level.eq(reduce(operator.or_, (Mux(digit[k], Cat(value[cut:], value[:cut]), 0)
-                                                   for k, cut in enumerate(cuts))))
+        moved = [Cat(value[cut:], value[:cut]) for cut in cuts]
+        m.d.comb += level.eq(Cat(*(reduce(operator.or_, (Mux(share[j][k], v[c * size:(c + 1) * size], 0)
+                                                         for k, v in enumerate(moved)))
+                                   for c, share in enumerate(shares))))
         value = level
     if high is not None and len(high):
         value = Cat(value, value).bit_select(high * LINE_BYTES * unit, len(value))
     return value
+
+
+def one_hot_digits(amount):
+    """The base-4 digits of ``amount``, each one-hot (the last in two bits when ``amount`` has an
+    odd width), concatenated: what ``digit_copies`` registers."""
+    pairs = [amount[2 * j:2 * j + 2] for j in range((len(amount) + 1) // 2)]
+    return Cat((Const(1, 1 << len(p)) << p)[:1 << len(p)] for p in pairs)
+
+
+def digit_copies(m, name, amount, en, bits, reset=False, digits=None):
+    """``one_hot_digits(amount)`` (or ``digits``, those of an amount of its width decoded already)
+    in registers loaded when ``en``: one copy per ``HOLD_SLICE`` of the ``bits`` they select, for
+    ``rotate``. With ``reset``, they reset to those of amount 0."""
+    widths = [1 << len(amount[2 * j:2 * j + 2]) for j in range((len(amount) + 1) // 2)]
+    bounds = [sum(widths[:j]) for j in range(len(widths) + 1)]
+    zero = sum(1 << b for b in bounds[:-1])  # each digit 1: amount 0
+    regs = copies(m, name, one_hot_digits(amount) if digits is None else digits, en, max(1, bits // HOLD_SLICE),
+                  zero if reset else None)
+    return [[reg[bounds[j]:bounds[j + 1]] for j in range(len(widths))] for reg in regs]
 
 
 def _index(n):
@@ -111,14 +138,15 @@ class LineQueue(wiring.Component):
         # Where line 0 lands in its row: byte (R - offset) mod R of the row before the stream's first.
         shift0 = Signal(range(R), reset_less=True)
         first_mask = Signal(LINE_BYTES, reset_less=True)  # the bytes of line 0 that belong to the stream
-        # The offset's base-4 digits, one-hot: the realignment's rotation amounts.
-        digits = [Signal(4, name=f"offset_digit{j}", reset_less=True) for j in range(3)]
-        assert LINE_BYTES == 4 ** len(digits)
+        # The offset's base-4 digits, one-hot: the realignment's rotation amounts, a copy for each
+        # 64 bits of the rotated line and one for the byte masks.
+        assert LINE_BYTES == 4 ** 3
+        digits = digit_copies(m, "offset_digits", self.offset, self.start, 8 * R + HOLD_SLICE)
+        assert len(digits[0]) == 3
         with m.If(self.start):
             neg = -self.offset % R
             m.d.sync += [offset.eq(self.offset), length.eq(self.length), shift0.eq(neg),
-                         first_mask.eq(~_below(self.offset, LINE_BYTES)),
-                         *(d.eq(Const(1, 4) << self.offset[2 * j:2 * j + 2]) for j, d in enumerate(digits))]
+                         first_mask.eq(~_below(self.offset, LINE_BYTES))]
         # The line holding the stream's last byte and that byte's place in it (offset + length - 1 =
         # 64 last_line + last_byte), as a mask of the line's bytes up to it: registered from the
         # stream's registers, so stale for one cycle after ``start``, when no line is in stage W1
@@ -136,22 +164,34 @@ class LineQueue(wiring.Component):
         w1_valid = Signal()
         w1 = Signal(write_layout(), reset_less=True)  # data registers here have no reset: valid bits say
         m.d.sync += [w1_valid.eq(w.valid & ~self.start), w1.eq(w.payload)]
-        row_b, rotated, en, wraps = self._realign(m, offset, digits, shift0, first_mask, last_mask, last_line,
-                                                  w1_valid, w1)
+        row_b, rotated, en, wraps = self._realign(m, offset, digits, shift0, w1_valid, w1)
         # Stage W2: the row writes, registered, so that a macro's inputs come from flip-flops and a
         # one-row queue's register takes its bytes straight from them.
         w2_mark = Signal(self.slots)  # the line's arrival slot, one-hot (none without a line)
         m.d.sync += w2_mark.eq(Mux(w1_valid & ~self.start, _onehot(w1.index % self.slots, self.slots), 0))
         writes = self._bank_writes(m, row_b, rotated, en, wraps)
+        # Only line 0 has bytes before the stream, only the last line bytes after it. Their masks,
+        # placed as those lines' bytes are, are per-stream registers (from the stream's registers:
+        # valid by the time a line reaches W2), and the two index compares are registered into W2
+        # beside the enables they gate, off the path of W1's wide enables; the write takes them out.
+        w2_first, w2_last = Signal(reset_less=True), Signal(reset_less=True)
+        m.d.sync += [w2_first.eq(w1.index == 0), w2_last.eq(w1.index == last_line)]
+        first_placed, last_placed = Signal(R, reset_less=True), Signal(R, reset_less=True)
+        m.d.sync += [first_placed.eq(rotate(m, "first_placed", Const(0, R) | first_mask, digits[-1], 1,
+                                            self._high(Const(0, LINE_INDEX_BITS)))),
+                     last_placed.eq(rotate(m, "last_placed", Const(0, R) | last_mask, digits[-1], 1,
+                                           self._high(last_line)))]
+        all_bytes = Const((1 << R) - 1, R)
+        stream_bytes = Mux(w2_first, first_placed, all_bytes) & Mux(w2_last, last_placed, all_bytes)
         arrived = self._arrivals(m, w2_mark)
         pos, row1, read_data, read_en = self._read(m, last_line, arrived)
         if self.rows > 1:
-            self._banks(m, writes, pos, row1, read_data, read_en)
+            self._banks(m, writes, stream_bytes, pos, row1, read_data, read_en)
         else:
             # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3; its
             # line's two parts both land in it.
             for j in range(R):
-                with m.If(writes[0].en[j] | writes[1].en[j]):
+                with m.If((writes[0].en[j] | writes[1].en[j]) & stream_bytes[j]):
                     m.d.sync += read_data.word_select(j, 8).eq(writes[0].data.word_select(j, 8))
 
         # Line k may be requested once its last row is free: rows below the next beat's row are (an
@@ -176,13 +216,17 @@ class LineQueue(wiring.Component):
         m.d.comb += self.room.eq(Mux(self.issue_index[0] == index_bit, room_at, room_after) | fits)
         return m
 
-    def _realign(self, m, offset, digits, shift0, first_mask, last_mask, last_line, valid, line):
+    def _high(self, index):
+        """The part of line ``index``'s rotation that is its place in a row of several lines
+        (``rotate``'s ``high``): no borrow crosses into it from the offset's six bits."""
+        return (-index)[:(self.row_bytes // LINE_BYTES).bit_length() - 1]
+
+    def _realign(self, m, offset, digits, shift0, valid, line):
         """The line of stage W1 rotated into place and its byte enables: it lands at bytes
         [shift, shift + 64) of rows ``row_b`` - 1 and ``row_b`` taken as one, so the rotated bytes
         below ``shift`` (``wraps``) belong to row ``row_b``, the others to the row before. The
-        enables are the line's bytes that belong to the stream: only line 0 has bytes before it,
-        only the last line bytes after it. Their masks are rotated rather than the line's enables,
-        so that only the two index compares come from the line."""
+        enables are all the line's bytes; the write takes out those of the first and last lines
+        that are not the stream's (``elaborate``)."""
         R = self.row_bytes
         # Line k starts at stream byte 64k - offset; u = that + R is never negative. Only the bits
         # that choose a row of the queue are kept.
@@ -191,20 +235,13 @@ class LineQueue(wiring.Component):
         shift = Signal(range(R))
         m.d.comb += shift.eq(shift0 + line.index * LINE_BYTES)  # u mod R, with its low bits from a register
         row_b = u // R  # the row holding the line's end (or all of it when aligned)
-        # The rotation's -shift mod R: the offset (``digits``), and in a row of several lines minus
-        # the line's place in it (``high``: no borrow crosses from the offset's six bits).
-        high = (-line.index)[:(R // LINE_BYTES).bit_length() - 1]
-
-        def placed(name, mask):
-            return rotate(m, name, Const(0, R) | mask, digits, 1, high)
-
-        first = Mux(line.index == 0, placed("first_placed", first_mask), Const((1 << R) - 1, R))
-        last = Mux(line.index == last_line, placed("last_placed", last_mask), Const((1 << R) - 1, R))
-        line_bytes = placed("line_placed", Const((1 << LINE_BYTES) - 1, LINE_BYTES))
+        # The rotation's -shift mod R: the offset (``digits``) and ``_high``.
+        high = self._high(line.index)
+        line_bytes = rotate(m, "line_placed", Const((1 << LINE_BYTES) - 1, R), digits[-1], 1, high)
         rotated = Signal(8 * R)
         en = Signal(R)
-        m.d.comb += [rotated.eq(rotate(m, "rotated", Const(0, 8 * R) | line.data, digits, 8, high)),
-                     en.eq(Mux(valid, line_bytes & first & last, 0))]
+        m.d.comb += [rotated.eq(rotate(m, "rotated", Const(0, 8 * R) | line.data, digits[:-1], 8, high)),
+                     en.eq(Mux(valid, line_bytes, 0))]
         return row_b, rotated, en, _below(shift, R)
 
     def _bank_writes(self, m, row_b, rotated, en, wraps):
@@ -289,16 +326,16 @@ class LineQueue(wiring.Component):
                          empty.eq(self.length == 0), done.eq(0), valid1.eq(0), out.valid.eq(0)]
         return pos, row1, read_data, load1
 
-    def _banks(self, m, writes, pos, row1, read_data, read_en):
-        """The two banks, written from stage W2; both read the row of the beat being issued, and
-        stage 1 keeps the one it lies in."""
+    def _banks(self, m, writes, stream_bytes, pos, row1, read_data, read_en):
+        """The two banks, written from stage W2 (of its enabled bytes, the ``stream_bytes``); both
+        read the row of the beat being issued, and stage 1 keeps the one it lies in."""
         R = self.row_bytes
         row = pos // R % self.rows  # the row read
         bank_data = []
         for name, write in zip(("even", "odd"), writes):
             m.submodules[name] = bank = memory.Memory(shape=8 * R, depth=self.rows // 2, init=[])
             wp, rp = bank.write_port(granularity=8), bank.read_port()
-            m.d.comb += [wp.addr.eq(write.addr), wp.data.eq(write.data), wp.en.eq(write.en),
+            m.d.comb += [wp.addr.eq(write.addr), wp.data.eq(write.data), wp.en.eq(write.en & stream_bytes),
                          rp.addr.eq(row // 2), rp.en.eq(read_en)]
             bank_data.append(rp.data)
         m.d.comb += read_data.eq(Mux(row1[0], bank_data[1], bank_data[0]))

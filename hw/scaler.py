@@ -263,10 +263,11 @@ class ScalingStage(wiring.Component):
         W = self.W
         fmt = self.scale_format
         # The configuration's decodes in registers of their own (CONFIG is written only while no
-        # tile is in flight): ``scaling`` gates ``dd.ready``, which enables the expander's output.
-        g16, scaling, bf16 = Signal(), Signal(), Signal()
+        # tile is in flight). ``scaling`` selects every output lane's source; ``dd.ready``, which
+        # enables the expander's output, takes its complement from a flip-flop of its own.
+        g16, scaling, unscaled, bf16 = (Signal(name=n) for n in ("g16", "scaling", "unscaled", "bf16"))
         m.d.sync += [g16.eq(self.scale_group == ScaleGroup.G16), scaling.eq(fmt != ScaleFormat.NONE),
-                     bf16.eq(fmt == ScaleFormat.BF16)]
+                     unscaled.eq(fmt == ScaleFormat.NONE), bf16.eq(fmt == ScaleFormat.BF16)]
         decoders = max(1, W // 16)
 
         # A valid bit and the chunk beside the lanes for every stage register but the output. The
@@ -279,7 +280,7 @@ class ScalingStage(wiring.Component):
         m.d.comb += advance.eq(~self.out.valid | self.out.ready)
 
         dd = self.dd.payload
-        has_scales = ~scaling | self.scales.valid
+        has_scales = unscaled | self.scales.valid
         # ``dd.ready`` from a flip-flop of its own (``out.valid`` inverted, so that synthesis keeps
         # it apart), not from the end of ``advance``'s tree: it enables the expander's output.
         out_empty = Signal(init=1)

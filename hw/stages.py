@@ -1,6 +1,7 @@
 """Pipeline registers: the load enables of a chain of stages, a register slice that cuts both
-directions of a stream link, an output buffer for a port's stream, wide held registers built for
-their enable's fanout, and registers around a block synthesized alone."""
+directions of a stream link, an output buffer for a port's stream, wide held registers and
+flip-flop copies of a stall's enable built for its fanout, and registers around a block
+synthesized alone."""
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
@@ -31,9 +32,12 @@ class RegisterSlice(wiring.Component):
     is ``~o.valid``, a beat every other cycle for half the flip-flops.
     """
 
-    def __init__(self, layout, *, skid=True):
+    def __init__(self, layout, *, skid=True, ready_next=False):
         self.skid = skid
-        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+        members = {"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))}
+        if ready_next:  # ``i.ready`` of the next cycle, for a producer that registers copies of it
+            members["ready_next"] = Out(1)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -47,6 +51,8 @@ class RegisterSlice(wiring.Component):
             valid_next = Mux(self.o.valid, ~self.o.ready, self.i.valid)
             m.d.comb += self.i.ready.eq(ready)
             m.d.sync += [self.o.valid.eq(valid_next), ready.eq(~valid_next)]
+            if "ready_next" in self.signature.members:
+                m.d.comb += self.ready_next.eq(~valid_next)
             with m.If(self.i.valid & ~self.o.valid):
                 m.d.sync += payload.eq(self.i.payload)
             return m
@@ -55,18 +61,26 @@ class RegisterSlice(wiring.Component):
         # ``i.ready`` is ~skid_valid in a register of its own: skid_valid also selects every output
         # bit's source, and ``i.ready`` often enables a whole stage behind.
         ready = Signal(init=1)
+        move = ~self.o.valid | self.o.ready
         m.d.comb += self.i.ready.eq(ready)
-        with m.If(~self.o.valid | self.o.ready):
+        m.d.sync += ready.eq(move | Mux(skid_valid, ready, ~self.i.valid))
+        if "ready_next" in self.signature.members:
+            # From copies of the valid bits (modules of their own), not from ``move``, which drives
+            # every payload bit and reaches them through a buffer tree.
+            valid_next = Mux(move, skid_valid | self.i.valid, self.o.valid)
+            skid_next = ~move & (skid_valid | self.i.valid)
+            shadow, = copies(m, "shadow", Cat(valid_next, skid_next), 1, 1, init=0)
+            m.d.comb += self.ready_next.eq(~shadow[0] | self.o.ready | Mux(shadow[1], ready, ~self.i.valid))
+        with m.If(move):
             m.d.sync += [
                 self.o.valid.eq(skid_valid | self.i.valid),
                 payload.eq(Mux(skid_valid, skid, self.i.payload)),
                 skid_valid.eq(0),
-                ready.eq(1),
             ]
         with m.Elif(~skid_valid):
             # The skid register loads whether or not a beat comes (its valid bit tells), so that
             # ``i.valid`` enables none of its flip-flops.
-            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(self.i.valid), ready.eq(~self.i.valid)]
+            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(self.i.valid)]
         return m
 
 
@@ -208,32 +222,83 @@ class RegisteredPorts(wiring.Component):
         return m
 
 
-#: Bits per module of a ``hold`` register.
+#: Bits per module of a ``hold`` register, and the loads of each copy of a ``copies`` register.
 HOLD_SLICE = 64
 
 
-class _Hold(wiring.Component):
-    def __init__(self, width):
+class _Register(wiring.Component):
+    def __init__(self, width, init):
+        self.init = init
         super().__init__({"d": In(width), "en": In(1), "q": Out(width)})
 
     def elaborate(self, platform):
         m = Module()
-        q = Signal.like(self.q, reset_less=True)  # data: whatever carries its valid bit has the reset
+        q = Signal.like(self.q, init=self.init or 0, reset_less=self.init is None)
         m.d.comb += self.q.eq(q)
         with m.If(self.en):
             m.d.sync += q.eq(self.d)
         return m
 
 
-def hold(m, name, value, en):
-    """A pipeline register that takes ``value`` when ``en``, for wide stages held by a stall: built in
-    modules of ``HOLD_SLICE`` bits, so that ``en`` reaches its many flip-flops through a buffer tree
-    between modules instead of the chains logic mapping builds inside one. Returns the register."""
+def copies(m, name, value, en, n, init=None):
+    """``n`` copies of a register that takes ``value`` when ``en`` (without a reset when ``init`` is
+    None), each a module of its own so that synthesis keeps them apart: a register that selects
+    many bits (a rotation's digits) drives each share of them from its own flip-flops."""
+    value = Value.cast(value)
+    out = []
+    for k in range(n):
+        m.submodules[f"{name}{k}"] = reg = _Register(len(value), init)
+        m.d.comb += [reg.d.eq(value), reg.en.eq(en)]
+        out.append(reg.q)
+    return out
+
+
+class _Enable(wiring.Component):
+    """A copy of a stall's enable, registered from its next-cycle value in a module of its own:
+    synthesis merges equal flip-flops within a module, not across modules."""
+
+    def __init__(self):
+        super().__init__({"en_next": In(1), "en": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        # Reset to 1, as the stages' stall enables are (an empty stage moves on).
+        en = Signal(init=1)
+        m.d.sync += en.eq(self.en_next)
+        m.d.comb += self.en.eq(en)
+        return m
+
+
+def enable(m, name, en_next):
+    """A flip-flop copy of the enable whose next-cycle value is ``en_next``, for a group of loads of
+    its own: a late stall then reaches wide registers from flip-flops, not through a buffer tree."""
+    m.submodules[name] = copy = _Enable()
+    m.d.comb += copy.en_next.eq(en_next)
+    return copy.en
+
+
+class _Hold(wiring.Component):
+    def __init__(self, width):
+        super().__init__({"d": In(width), "en_next": In(1), "q": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        q = Signal.like(self.q, reset_less=True)  # data: whatever carries its valid bit has the reset
+        m.d.comb += self.q.eq(q)
+        with m.If(enable(m, "en", self.en_next)):
+            m.d.sync += q.eq(self.d)
+        return m
+
+
+def hold(m, name, value, en_next):
+    """A pipeline register that takes ``value`` in the cycle after ``en_next`` (a stall's enable
+    decided a cycle ahead), for wide stages held by a stall: built in modules of ``HOLD_SLICE`` bits,
+    each with its own flip-flop copy of the enable (``enable``). Returns the register."""
     value = Value.cast(value)
     out = []
     for k, start in enumerate(range(0, len(value), HOLD_SLICE)):
         part = value[start:start + HOLD_SLICE]
         m.submodules[f"{name}{k}"] = reg = _Hold(len(part))
-        m.d.comb += [reg.d.eq(part), reg.en.eq(en)]
+        m.d.comb += [reg.d.eq(part), reg.en_next.eq(en_next)]
         out.append(reg.q)
     return Cat(*out)

@@ -25,8 +25,8 @@ from deca.golden.format import Q_BITS
 
 from .arith import at_least, fast_add
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
-from .queues import rotate
-from .stages import hold
+from .queues import digit_copies, one_hot_digits, rotate
+from .stages import enable, hold
 
 #: Buffer size in beats. Reading a full beat per cycle (Q = 16) while each write is decided a cycle
 #: ahead needs three; four keep the pointers binary and absorb the short beats at tiles' ends.
@@ -39,7 +39,8 @@ READ_LATENCY = 2
 
 class CodeUnpacker(wiring.Component):
     """``codes[i]`` is the code at ``ptr + i*q`` of the cycle ``READ_LATENCY`` read cycles before
-    (zero-extended); the read stages move on when ``en`` is high. ``wp`` is the write pointer,
+    (zero-extended); the read stages move on in the cycles after ``en_next`` is high (the stall
+    decided a cycle ahead: the stages' enables are flip-flops). ``wp`` is the write pointer,
     ``size`` the buffer's bits: the bits up to ``wp`` are in the buffer. ``take`` says the next
     cycle's ``ptr`` is ``next_ptr`` (otherwise it stays)."""
 
@@ -52,7 +53,7 @@ class CodeUnpacker(wiring.Component):
             "is_q": In(len(Q_BITS)),  # Q, one-hot over Q_BITS
             "values": In(stream.Signature(value_beat_layout(W, L))),
             "ptr": In(ptr_bits),
-            "en": In(1),
+            "en_next": In(1),
             "wp": Out(ptr_bits),
             "next_ptr": In(ptr_bits),  # ``ptr`` of the next cycle, if ``take``
             "take": In(1),
@@ -90,7 +91,10 @@ class CodeUnpacker(wiring.Component):
         bits = Signal(range(beat_bits + 1), reset_less=True)
         write = Signal()  # the held beat goes into the buffer in this cycle; decided a cycle ahead,
         # like ``added``, so that both leave registers
-        m.d.comb += self.values.ready.eq(~held | write)
+        # ``values.ready`` (~held | write) in a flip-flop of its own: ``write`` enables every byte of
+        # the buffer, and ``values.ready`` a whole register slice in front.
+        ready = Signal(init=1)
+        m.d.comb += self.values.ready.eq(ready)
         beat = self.values.payload
         accept = self.values.valid & self.values.ready
         held_next, bits_next = Mux(self.values.ready, self.values.valid, held), Mux(accept, beat.nbytes * 8, bits)
@@ -105,11 +109,13 @@ class CodeUnpacker(wiring.Component):
         m.d.comb += lead.eq(Mux(stayed, lead_kept, lead_moved))
         offset_bits = (beat_bytes - 1).bit_length()
         next_offset = Signal(offset_bits, reset_less=True)
-        # The rotation takes next_offset's base-4 digits, one-hot (``rotate``): a shifter by the
-        # binary amount put each bit's fanout in front of six levels of multiplexers. They reset to
-        # offset 0 (all-zero digits would zero the beat), as ``lead`` does.
-        digits = [Signal(1 << len(next_offset[2 * j:2 * j + 2]), name=f"offset_digit{j}", init=1)
-                  for j in range((offset_bits + 1) // 2)]
+        # The rotation takes next_offset's base-4 digits, one-hot (``rotate``), a copy per 64 bits
+        # of the beat: a shifter by the binary amount put each bit's fanout in front of six levels
+        # of multiplexers. They reset to offset 0 (all-zero digits would zero the beat), as
+        # ``lead`` does. ``offset`` is the next ``next_offset`` and ``offset_digits`` its digits,
+        # decoded for both outcomes of the write decision before it picks (below).
+        offset, offset_digits = Signal(offset_bits), Signal(len(one_hot_digits(Signal(offset_bits))))
+        digits = digit_copies(m, "offset_digits", offset, 1, beat_bits, reset=True, digits=offset_digits)
         rotated = Signal(beat_bits, reset_less=True)
         placed = rotate(m, "placed", beat.data, digits, 8, left=True)
         with m.If(accept):
@@ -156,11 +162,13 @@ class CodeUnpacker(wiring.Component):
             return Mux(stayed, *(~(ptr[top] ^ base[top] ^ at_least(ptr[3:top], base[3:top]))
                                  for base in (lead_kept, lead_moved)))
         write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
-        offset = Mux(write_next, after_offset, lead[3:3 + offset_bits])
-        m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), stayed.eq(~write_next),
+        m.d.comb += [offset.eq(Mux(write_next, after_offset, lead[3:3 + offset_bits])),
+                     offset_digits.eq(Mux(write_next, one_hot_digits(after_offset),
+                                          one_hot_digits(lead[3:3 + offset_bits])))]
+        m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), ready.eq(~held_next | write_next),
+                     stayed.eq(~write_next),
                      self.added.eq(Mux(write_next, bits_next, 0)), lead_kept.eq(lead), lead_moved.eq(after),
-                     next_offset.eq(offset),
-                     *(d.eq(Const(1, len(d)) << offset[2 * j:2 * j + 2]) for j, d in enumerate(digits))]
+                     next_offset.eq(offset)]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]
@@ -175,16 +183,23 @@ class CodeUnpacker(wiring.Component):
         for j in range(span):
             m.d.comb += picking.word_select(j, WORD).eq(
                 reduce(operator.or_, (Mux(first[k], words[(k + j) % len(words)], 0) for k in range(len(words)))))
-        picked = hold(m, "picked", picking, self.en)
+        picked = hold(m, "picked", picking, self.en_next)
         # The shift within a word, by its base-4 digits, each one-hot in a register: three levels of
-        # 4-way AND-OR instead of six of 2-way muxes behind a fanout of the amount.
-        digits = [Signal(4, name=f"shift_digit{j}") for j in range(3)]
-        assert WORD == 4 ** len(digits)
-        with m.If(self.en):
-            m.d.sync += [d.eq(Const(1, 4) << self.ptr[2 * j:2 * j + 2]) for j, d in enumerate(digits)]
-        shifted = picked
-        for j in reversed(range(len(digits))):
-            level = Signal(len(picked), name=f"shifted{j}")  # a signal: each level reads the last four times
-            m.d.comb += level.eq(reduce(operator.or_, (Mux(digits[j][k], shifted >> (k << 2 * j), 0) for k in range(4))))
-            shifted = level
-        return hold(m, "window", shifted[:self.beat_bits], self.en)
+        # 4-way AND-OR instead of six of 2-way muxes behind a fanout of the amount. Each output word
+        # is shifted apart with its own copy of the digits (a ``hold`` of its own), so that a digit
+        # drives one word's multiplexers, not the whole beat's; after level j the shift left is
+        # below 4^j, so that level keeps WORD + 4^j - 1 bits.
+        assert WORD == 4 ** 3
+        digits = Cat((Const(1, 4) << self.ptr[2 * j:2 * j + 2])[:4] for j in range(3))
+        window = []
+        for c in range(self.beat_bits // WORD):
+            mine = hold(m, f"shift_digits{c}", digits, self.en_next)
+            shifted = picked[c * WORD:(c + 2) * WORD]
+            for j in reversed(range(3)):
+                # A signal: each level reads the one before four times.
+                level = Signal(WORD + 4 ** j - 1, name=f"shifted{c}_{j}")
+                moved = [(shifted >> (k << 2 * j))[:len(level)] for k in range(4)]
+                m.d.comb += level.eq(reduce(operator.or_, (Mux(mine[4 * j + k], v, 0) for k, v in enumerate(moved))))
+                shifted = level
+            window.append(shifted)
+        return hold(m, "window", Cat(*window), self.en_next)

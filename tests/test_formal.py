@@ -48,7 +48,7 @@ def tag_ports(t):
 
 
 def expander_ports(e):
-    return SimpleNamespace(sd=e.sd, dd=e.dd)
+    return SimpleNamespace(sd=e.sd, dd=e.dd, sd_ready_next=e.sd_ready_next)
 
 
 class BlockSpec(Elaboratable):
@@ -260,7 +260,8 @@ class ExpanderSpec(BlockSpec):
     Contract: one DD beat per SD beat, in order, held while not taken, with DD[j] = SD[prefix[j]]
     where mask[j] is set and +0 elsewhere (paper, section 6.1, item 3), mask, index and last
     passed along; ``sd.ready`` exactly while fewer than two beats are inside (DD and its skid
-    register): a function of the state, which ``dd.ready`` does not reach in the same cycle.
+    register): a function of the state, which ``dd.ready`` does not reach in the same cycle;
+    ``sd_ready_next`` is the next cycle's ``sd.ready``.
     """
 
     def __init__(self, dut):
@@ -279,6 +280,9 @@ class ExpanderSpec(BlockSpec):
         with m.If(p.dd.valid):
             m.d.comb += Assert(p.dd.payload == want[0], "wrong DD beat")
         m.d.comb += Assert(p.sd.ready == (count != 2), "sd.ready is not: room for a beat")
+        promised = Signal(init=1)  # the last cycle's sd_ready_next; sd.ready is 1 after reset
+        m.d.sync += promised.eq(p.sd_ready_next)
+        m.d.comb += Assert(p.sd.ready == promised, "sd_ready_next is not the next cycle's sd.ready")
         pop = p.dd.valid & p.dd.ready
         push = p.sd.valid & p.sd.ready
         beat = Signal.like(want[0])

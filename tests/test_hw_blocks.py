@@ -492,7 +492,8 @@ def test_lut_array_lookup_every_q(W, L, rng):
 
     async def check(ctx, q, codes, expected):
         """codes: (evals, lq); expected: (evals, lq) or None entries to skip. A lookup's values come a
-        cycle after its codes and hold while ``en`` is low; a write lands a cycle after its port cycle."""
+        cycle after its codes, in a cycle after ``en_next`` was high, and hold while it is low; a write
+        lands a cycle after its port cycle."""
         lq = codes.shape[1]
         ctx.set(dut.q, q)
         await ctx.tick()
@@ -500,9 +501,10 @@ def test_lut_array_lookup_every_q(W, L, rng):
             words = rng.integers(0, 1 << 16, lanes).astype(np.uint16)  # garbage on unused lanes
             words[:lq] = codes[e]
             ctx.set(dut.codes.as_value(), pack16(words))
-            ctx.set(dut.en, 1)
+            ctx.set(dut.en_next, 1)
             await ctx.tick()
-            ctx.set(dut.en, 0)
+            ctx.set(dut.en_next, 0)
+            await ctx.tick()  # the lookup
             ctx.set(dut.codes.as_value(), pack16(rng.integers(0, 1 << 16, lanes).astype(np.uint16)))
             if rng.random() < 0.3:
                 await ctx.tick()  # held
@@ -587,7 +589,7 @@ def build_stream(tiles):
 def test_code_unpacker_against_read_codes(W, L, q, rng):
     """The unpacker read as the dequantization stage reads it: every starting bit offset 0..7 (o
     one-bit codes read with Q = 1 before the tile's Q-bit codes), random beat cuts with garbage past
-    ``nbytes``, random input stalls and read stalls (``en`` low), random ``n``, the read pointer
+    ``nbytes``, random input stalls and read stalls (``en_next`` low), random ``n``, the read pointer
     rounded up to a byte after each tile's codes. Codes are read only up to ``wp``, and each read's
     codes, READ_LATENCY read cycles later, are the stream's (``read_codes``)."""
     dut = CodeUnpacker(W, L)
@@ -637,6 +639,7 @@ def test_code_unpacker_against_read_codes(W, L, q, rng):
 
     async def tb(ctx):
         beat, ptr, r = 0, 0, 0
+        en_next = True  # the enable after reset
         pipe = [None] * READ_LATENCY  # the reads in the read stages, the one whose codes are out first
         cycles, limit = 0, 1000 + 50 * (len(beats) + len(reads))
         while r < len(reads) or any(pipe):
@@ -656,7 +659,7 @@ def test_code_unpacker_against_read_codes(W, L, q, rng):
             ctx.set(dut.values.valid, offer)
             if offer:
                 ctx.set(dut.values.payload.as_value(), beats[beat])
-            en = rng.random() < 0.8
+            en, en_next = en_next, rng.random() < 0.8  # the read stages' enable is decided a cycle ahead
             take, step = False, 0
             if en and r < len(reads):
                 _, pos, cq, n = reads[r]
@@ -667,7 +670,7 @@ def test_code_unpacker_against_read_codes(W, L, q, rng):
                     take = rng.random() < 0.9
                 else:
                     stats["waited"] += 1
-            ctx.set(dut.en, en)
+            ctx.set(dut.en_next, en_next)
             ctx.set(dut.ptr, ptr)
             ctx.set(dut.take, take)
             ctx.set(dut.next_ptr, (ptr + step) % wrap)

@@ -10,7 +10,7 @@ from deca.hw.params import ParameterError, dequant_lanes
 from deca.sim.bench.datapath_bench import TileJob, configure, run_datapath
 from deca.sim.bench.stimulus import workloads
 
-DESIGNS = [(8, 4), (16, 4), (32, 8), (64, 64)]
+DESIGNS = [(8, 4), (16, 4), (32, 8), (64, 16), (64, 64)]
 
 
 def simulate(W, L, cases, **kwargs):
@@ -41,8 +41,9 @@ def check_data(label, jobs, run):
     assert run.lasts.tolist() == ([False] * (per_tile - 1) + [True]) * len(jobs), f"{label}: last flags"
 
 
-#: W = 16 (one scale decoder, as at W = 8) runs under -m slow; the other three span the decoder counts.
-CHECKED = [pytest.param(W, L, marks=pytest.mark.slow) if (W, L) == (16, 4) else (W, L) for W, L in DESIGNS]
+#: W = 16 (one scale decoder, as at W = 8) and W = 64, L = 64 (W = 64's lanes, as L = 16, with four
+#: times the LUTs to simulate) run under -m slow; the other three span the decoder counts.
+CHECKED = [pytest.param(W, L, marks=pytest.mark.slow) if (W, L) in ((16, 4), (64, 64)) else (W, L) for W, L in DESIGNS]
 
 
 @pytest.mark.parametrize("W,L", CHECKED, ids=[f"W{W}L{L}" for W, L in DESIGNS])
