@@ -78,23 +78,12 @@ def rotate(m, name, value, digits, unit, high=None, left=False):
     return value
 
 
-def one_hot_digits(amount):
-    """The base-4 digits of ``amount``, each one-hot (the last in two bits when ``amount`` has an
-    odd width), concatenated: what ``digit_copies`` registers."""
-    pairs = [amount[2 * j:2 * j + 2] for j in range((len(amount) + 1) // 2)]
-    return Cat((Const(1, 1 << len(p)) << p)[:1 << len(p)] for p in pairs)
-
-
-def digit_copies(m, name, amount, en, bits, reset=False, digits=None):
-    """``one_hot_digits(amount)`` (or ``digits``, those of an amount of its width decoded already)
-    in registers loaded when ``en``: one copy per ``HOLD_SLICE`` of the ``bits`` they select, for
-    ``rotate``. With ``reset``, they reset to those of amount 0."""
-    widths = [1 << len(amount[2 * j:2 * j + 2]) for j in range((len(amount) + 1) // 2)]
-    bounds = [sum(widths[:j]) for j in range(len(widths) + 1)]
-    zero = sum(1 << b for b in bounds[:-1])  # each digit 1: amount 0
-    regs = copies(m, name, one_hot_digits(amount) if digits is None else digits, en, max(1, bits // HOLD_SLICE),
-                  zero if reset else None)
-    return [[reg[bounds[j]:bounds[j + 1]] for j in range(len(widths))] for reg in regs]
+def digit_copies(m, name, amount, en, bits):
+    """The base-4 digits of ``amount`` (6 bits), each one-hot, in registers loaded when ``en``: one
+    copy per ``HOLD_SLICE`` of the ``bits`` they select, for ``rotate``."""
+    value = Cat((Const(1, 4) << amount[2 * j:2 * j + 2])[:4] for j in range(3))
+    regs = copies(m, name, value, en, max(1, bits // HOLD_SLICE))
+    return [[reg[4 * j:4 * j + 4] for j in range(3)] for reg in regs]
 
 
 def _index(n):
@@ -142,7 +131,6 @@ class LineQueue(wiring.Component):
         # 64 bits of the rotated line and one for the byte masks.
         assert LINE_BYTES == 4 ** 3
         digits = digit_copies(m, "offset_digits", self.offset, self.start, 8 * R + HOLD_SLICE)
-        assert len(digits[0]) == 3
         with m.If(self.start):
             neg = -self.offset % R
             m.d.sync += [offset.eq(self.offset), length.eq(self.length), shift0.eq(neg),

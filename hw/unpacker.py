@@ -25,7 +25,7 @@ from deca.golden.format import Q_BITS
 
 from .arith import at_least, fast_add
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
-from .queues import digit_copies, one_hot_digits, rotate
+from .queues import rotate
 from .stages import enable, hold
 
 #: Buffer size in beats. Reading a full beat per cycle (Q = 16) while each write is decided a cycle
@@ -109,13 +109,13 @@ class CodeUnpacker(wiring.Component):
         m.d.comb += lead.eq(Mux(stayed, lead_kept, lead_moved))
         offset_bits = (beat_bytes - 1).bit_length()
         next_offset = Signal(offset_bits, reset_less=True)
-        # The rotation takes next_offset's base-4 digits, one-hot (``rotate``), a copy per 64 bits
-        # of the beat: a shifter by the binary amount put each bit's fanout in front of six levels
-        # of multiplexers. They reset to offset 0 (all-zero digits would zero the beat), as
-        # ``lead`` does. ``offset`` is the next ``next_offset`` and ``offset_digits`` its digits,
-        # decoded for both outcomes of the write decision before it picks (below).
-        offset, offset_digits = Signal(offset_bits), Signal(len(one_hot_digits(Signal(offset_bits))))
-        digits = digit_copies(m, "offset_digits", offset, 1, beat_bits, reset=True, digits=offset_digits)
+        # The rotation takes next_offset's base-4 digits, one-hot (``rotate``): a shifter by the
+        # binary amount put each bit's fanout in front of six levels of multiplexers. They reset to
+        # offset 0 (all-zero digits would zero the beat), as ``lead`` does. (Copied per 64 bits of
+        # the beat, with the write decision picking between decoded outcomes, they were slower:
+        # the decision drove every copy's input.)
+        digits = [Signal(1 << len(next_offset[2 * j:2 * j + 2]), name=f"offset_digit{j}", init=1)
+                  for j in range((offset_bits + 1) // 2)]
         rotated = Signal(beat_bits, reset_less=True)
         placed = rotate(m, "placed", beat.data, digits, 8, left=True)
         with m.If(accept):
@@ -162,13 +162,12 @@ class CodeUnpacker(wiring.Component):
             return Mux(stayed, *(~(ptr[top] ^ base[top] ^ at_least(ptr[3:top], base[3:top]))
                                  for base in (lead_kept, lead_moved)))
         write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
-        m.d.comb += [offset.eq(Mux(write_next, after_offset, lead[3:3 + offset_bits])),
-                     offset_digits.eq(Mux(write_next, one_hot_digits(after_offset),
-                                          one_hot_digits(lead[3:3 + offset_bits])))]
+        offset = Mux(write_next, after_offset, lead[3:3 + offset_bits])
         m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), ready.eq(~held_next | write_next),
                      stayed.eq(~write_next),
                      self.added.eq(Mux(write_next, bits_next, 0)), lead_kept.eq(lead), lead_moved.eq(after),
-                     next_offset.eq(offset)]
+                     next_offset.eq(offset),
+                     *(d.eq(Const(1, len(d)) << offset[2 * j:2 * j + 2]) for j, d in enumerate(digits))]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]
