@@ -253,28 +253,12 @@ def copies(m, name, value, en, n, init=None):
     return out
 
 
-class _Enable(wiring.Component):
-    """A copy of a stall's enable, registered from its next-cycle value in a module of its own:
-    synthesis merges equal flip-flops within a module, not across modules."""
-
-    def __init__(self):
-        super().__init__({"en_next": In(1), "en": Out(1)})
-
-    def elaborate(self, platform):
-        m = Module()
-        # Reset to 1, as the stages' stall enables are (an empty stage moves on).
-        en = Signal(init=1)
-        m.d.sync += en.eq(self.en_next)
-        m.d.comb += self.en.eq(en)
-        return m
-
-
 def enable(m, name, en_next):
     """A flip-flop copy of the enable whose next-cycle value is ``en_next``, for a group of loads of
-    its own: a late stall then reaches wide registers from flip-flops, not through a buffer tree."""
-    m.submodules[name] = copy = _Enable()
-    m.d.comb += copy.en_next.eq(en_next)
-    return copy.en
+    its own (``copies``: synthesis keeps it apart): a late stall then reaches wide registers from
+    flip-flops, not through a buffer tree. It resets to 1, as the stages' stall enables do (an empty
+    stage moves on)."""
+    return copies(m, name, en_next, 1, 1, init=1)[0]
 
 
 class _Hold(wiring.Component):
