@@ -37,7 +37,7 @@ from .arith import fast_add, fast_sum
 from .layouts import ConfigSignature, physical_lanes, sd_layout, value_beat_layout, vop_layout
 from .lut_array import LUTArray
 from .params import LANES_PER_LUT, dequant_lanes
-from .stages import HOLD_SLICE, RegisterSlice, enable
+from .stages import HOLD_SLICE, RegisterSlice, enable, replicas
 from .unpacker import READ_LATENCY, CodeUnpacker
 
 #: Cycles the pipelining adds to a vOp's way through the stage: alone in it, with its codes buffered,
@@ -134,14 +134,19 @@ class DequantStage(wiring.Component):
         op = Signal(op_layout)
         # The stall, ``advance`` = ~sd.valid | sd.ready, is a flip-flop registered from its next
         # value, with copies of its own for the unpacker's ``take`` and for the wide registers (the
-        # read stages, the LUT read, SD). SD's valid bit is written when it moves on (below).
-        advance_next = Signal()
-        advance = enable(m, "advance", advance_next)
+        # read stages, the LUT read, SD). SD's valid bit is written when it moves on (below). The
+        # next value comes late (the expander's ready) and loads every copy: four gates compute it,
+        # for this stage, the unpacker, the LUT array and SD.
+        advance = Signal()
+        own_next, unpacker_next, luts_next, sd_next = replicas(
+            m, "advance_next", lambda now, op_valid, op_final, sd_valid, sd_ready_next:
+            ~Mux(now, op_valid & op_final, sd_valid) | sd_ready_next,
+            [advance, op.valid, op.final, self.sd.valid, self.sd_ready_next], 4)
         m.d.comb += [
+            advance.eq(enable(m, "advance", own_next)),
             unpacker.ptr.eq(ptr), unpacker.next_ptr.eq(end),
-            unpacker.take.eq(head_valid & ~margin[-1] & enable(m, "take_advance", advance_next)),
-            unpacker.en_next.eq(advance_next), luts.en_next.eq(advance_next),
-            advance_next.eq(~Mux(advance, op.valid & op.final, self.sd.valid) | self.sd_ready_next),
+            unpacker.take.eq(head_valid & ~margin[-1] & enable(m, "take_advance", own_next)),
+            unpacker.en_next.eq(unpacker_next), luts.en_next.eq(luts_next),
             go.eq(head_valid & ~margin[-1] & advance),
             load.eq(~head_valid | go & final),  # the head takes the plan (or empties)
             vops.o.ready.eq(~plan_valid | load),
@@ -227,13 +232,13 @@ class DequantStage(wiring.Component):
         m.d.comb += self.sd.payload.eq(sd)
         element_bits = len(sd.data[0])
         per_copy = max(1, HOLD_SLICE // element_bits)
-        sd_en = [enable(m, f"sd_en{c}", advance_next) for c in range(-(-W // per_copy))]
+        sd_en = [enable(m, f"sd_en{c}", sd_next) for c in range(-(-W // per_copy))]
         for e in range(W):
             takes = [(sd_en[e // per_copy] & fills[count][e // count], luts.values[e % count]) for count in modes]
             kept = ~reduce(operator.or_, (take for take, _ in takes))
             m.d.sync += sd.data[e].eq(reduce(operator.or_, [Mux(take, v, 0) for take, v in takes] +
                                              [Mux(kept, sd.data[e], 0)]))
-        fields_en = enable(m, "sd_fields_en", advance_next)
+        fields_en = enable(m, "sd_fields_en", sd_next)
         with m.If(fields_en & op.valid & op.final):
             m.d.sync += get.eq(get + 1)
             with m.Switch(get):

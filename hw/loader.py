@@ -206,14 +206,16 @@ class Loader(wiring.Component):
 
         # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
         # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
-        active, flowing = Signal(), Signal()  # state == ACTIVE; and the value length is checked
+        active = Signal()  # state == ACTIVE
         self._issue_lines(m, tags, sqq, meta, started, active)
         self._route_responses(m, tags, queues)
         checked_next = self._check_value_length(m, mask_q, meta, accept, active, fail)
         is_failed = Signal()  # state == FAILED
         m.d.comb += tags.discard.eq(self.squash | is_failed)
-        m.d.sync += [active.eq(state_next == LoaderState.ACTIVE), is_failed.eq(state_next == LoaderState.FAILED),
-                     flowing.eq((state_next == LoaderState.ACTIVE) & checked_next)]
+        m.d.sync += [active.eq(state_next == LoaderState.ACTIVE), is_failed.eq(state_next == LoaderState.FAILED)]
+        # ACTIVE and the value length checked: a flip-flop per output stream (each gates its
+        # queue's beat issue, which fans out to the queue's read registers).
+        flowing = copies(m, "flowing", (state_next == LoaderState.ACTIVE) & checked_next, 1, 3, init=0)
 
         # The window unit takes the mask while its value length is checked, and its vOps wait for
         # the verdict; a failure or a squash resets it with the tile's vOps, a cycle later (from a
@@ -231,9 +233,9 @@ class Loader(wiring.Component):
         # One scale beat per tile: its slice needs no skid register.
         outs = {name: self._output_slice(m, name, skid=name != "scales") for name in ("vops", "values", "scales")}
         handed = self._frame_outputs(m, is_failed, owed, [
-            (outs["vops"], window.vops, window.vops.payload.last, flowing),
-            (outs["values"], sqq.beats, sqq.beats.payload.last, flowing),
-            (outs["scales"], scale_q.beats, 1, flowing & scaling),
+            (outs["vops"], window.vops, window.vops.payload.last, flowing[0]),
+            (outs["values"], sqq.beats, sqq.beats.payload.last, flowing[1]),
+            (outs["scales"], scale_q.beats, 1, flowing[2] & scaling),
         ])
         m.d.comb += [
             outs["vops"].payload.data.eq(window.vops.payload),

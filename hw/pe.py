@@ -111,26 +111,29 @@ def tile_context(W, L, *, tags, sqq_bytes, addr_bits, id_bits):
 
 class TileMux(wiring.Component):
     """Forwards the framed stream of the loader at the head of ``order`` (one-hot) until its
-    ``last`` beat, then pops ``order``; a ``skip`` beat is consumed without being forwarded."""
+    ``last`` beat, then pops ``order``; a ``skip`` beat is consumed without being forwarded.
+    ``order_copy`` is the same head from flip-flops of its own: it selects the ready, valid and pop
+    terms, and ``order.payload`` the wide data, so that neither waits for the other's buffers."""
 
     def __init__(self, layout, loaders):
         super().__init__({
             "ins": In(stream.Signature(framed(layout))).array(loaders),
             "order": In(stream.Signature(loaders)),
+            "order_copy": In(loaders),
             "out": Out(stream.Signature(layout)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        sel = self.order.payload
-        # ``sel`` is one-hot: every output is an OR of the loaders' terms, not a chain of
-        # multiplexers in loader order. The data follows ``sel`` alone (a register), not ``order.valid``.
+        sel, data_sel = self.order_copy, self.order.payload
+        # The head is one-hot: every output is an OR of the loaders' terms, not a chain of
+        # multiplexers in loader order. The data follows ``data_sel`` alone (a register), not ``order.valid``.
         data, valid, pop = [], [], []
         for i, src in enumerate(self.ins):
             beat = src.payload
             moves = beat.skip | self.out.ready
             m.d.comb += src.ready.eq(self.order.valid & sel[i] & moves)
-            data.append(Mux(sel[i], beat.data.as_value(), 0))
+            data.append(Mux(data_sel[i], beat.data.as_value(), 0))
             valid.append(sel[i] & src.valid & ~beat.skip)
             pop.append(sel[i] & src.valid & moves & beat.last)
         m.d.comb += [
@@ -295,7 +298,7 @@ class PE(wiring.Component):
             mux = TileMux(layout, len(loaders))
             m.submodules[f"{name}_mux"] = in_datapath(mux)
             m.d.comb += [mux.order.valid.eq(order.r_rdy), mux.order.payload.eq(order.r_data),
-                         order.r_en.eq(mux.order.ready)]
+                         mux.order_copy.eq(order.r_copy), order.r_en.eq(mux.order.ready)]
             for i, loader in enumerate(loaders):
                 wiring.connect(m, getattr(loader, name), mux.ins[i])
             # A register between the selectors and the pipeline, so that neither the order FIFOs'

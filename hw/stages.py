@@ -65,12 +65,16 @@ class RegisterSlice(wiring.Component):
         m.d.comb += self.i.ready.eq(ready)
         m.d.sync += ready.eq(move | Mux(skid_valid, ready, ~self.i.valid))
         if "ready_next" in self.signature.members:
-            # From copies of the valid bits (modules of their own), not from ``move``, which drives
-            # every payload bit and reaches them through a buffer tree.
+            # From copies of the valid bits, in modules of their own, as the logic that reads
+            # ``o.ready``: the slice's ``move`` drives every payload bit, and ``o.ready`` would reach
+            # the next value only through that buffer tree.
             valid_next = Mux(move, skid_valid | self.i.valid, self.o.valid)
             skid_next = ~move & (skid_valid | self.i.valid)
             shadow, = copies(m, "shadow", Cat(valid_next, skid_next), 1, 1, init=0)
-            m.d.comb += self.ready_next.eq(~shadow[0] | self.o.ready | Mux(shadow[1], ready, ~self.i.valid))
+            ready_next, = replicas(m, "ready_next", lambda shadow, o_ready, ready, i_valid:
+                                   ~shadow[0] | o_ready | Mux(shadow[1], ready, ~i_valid),
+                                   [shadow, self.o.ready, ready, self.i.valid], 1)
+            m.d.comb += self.ready_next.eq(ready_next)
         with m.If(move):
             m.d.sync += [
                 self.o.valid.eq(skid_valid | self.i.valid),
@@ -146,10 +150,11 @@ class RegisterQueue(wiring.Component):
     of registers). ``w_rdy`` (not full) and ``r_rdy`` (not empty) are registers' compares; a write
     is read from the next cycle on. The ports are those of Amaranth's FIFOs (``amaranth.lib.fifo``)."""
 
-    def __init__(self, shape, depth):
+    def __init__(self, shape, depth, **members):
         self.depth = depth
         super().__init__({"w_data": In(shape), "w_en": In(1), "w_rdy": Out(1),
-                          "r_data": Out(shape), "r_en": In(1), "r_rdy": Out(1), "level": Out(range(depth + 1))})
+                          "r_data": Out(shape), "r_en": In(1), "r_rdy": Out(1), "level": Out(range(depth + 1)),
+                          **members})
 
     def elaborate(self, platform):
         m = Module()
@@ -180,7 +185,11 @@ class ShiftQueue(RegisterQueue):
     entry 0 (``r_data`` is a register), a read shifts every entry down by one, and the occupancy is
     a thermometer code, so that ``r_en`` only selects each entry's source (no pointer or count
     arithmetic behind it). A free entry loads ``w_data`` in every cycle, as in ``RegisterQueue``,
-    whose ports it has."""
+    whose ports it has, and ``r_copy``: the head again, from flip-flops of its own (a module), for
+    narrow logic beside the wide logic that ``r_data`` drives."""
+
+    def __init__(self, shape, depth):
+        super().__init__(shape, depth, r_copy=Out(shape))
 
     def elaborate(self, platform):
         m = Module()
@@ -190,7 +199,10 @@ class ShiftQueue(RegisterQueue):
         for k, entry in enumerate(entries):
             above = (entries[k + 1], full[k + 1]) if k + 1 < self.depth else (self.w_data, 0)
             kept = Mux(full[k], entry, self.w_data)
-            m.d.sync += entry.eq(Mux(pop, Mux(above[1], above[0], self.w_data), kept))
+            after = Mux(pop, Mux(above[1], above[0], self.w_data), kept)
+            m.d.sync += entry.eq(after)
+            if k == 0:
+                m.d.comb += self.r_copy.eq(copies(m, "head_copy", after, 1, 1)[0])
         grown = Cat(1, full[:-1])
         m.d.sync += full.eq(Mux(pop, Mux(push, full, full >> 1), Mux(push, grown, full)))
         m.d.comb += [self.w_rdy.eq(~full[-1]), self.r_rdy.eq(full[0]), self.r_data.eq(entries[0]),
@@ -250,6 +262,31 @@ def copies(m, name, value, en, n, init=None):
         m.submodules[f"{name}{k}"] = reg = _Register(len(value), init)
         m.d.comb += [reg.d.eq(value), reg.en.eq(en)]
         out.append(reg.q)
+    return out
+
+
+class _Logic(wiring.Component):
+    def __init__(self, fn, widths, width):
+        self.fn = fn
+        super().__init__({**{f"a{i}": In(w) for i, w in enumerate(widths)}, "o": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.o.eq(self.fn(*(getattr(self, f"a{i}") for i in range(len(self.signature.members) - 1))))
+        return m
+
+
+def replicas(m, name, fn, args, n):
+    """``n`` copies of the logic ``fn(*args)``, each a module of its own so that synthesis keeps
+    them apart: a late signal with many loads reaches each share of them through gates of its own
+    rather than through one gate's load (or a buffer tree)."""
+    args = [Value.cast(a) for a in args]
+    width = len(Value.cast(fn(*args)))
+    out = []
+    for k in range(n):
+        m.submodules[f"{name}{k}"] = logic = _Logic(fn, [len(a) for a in args], width)
+        m.d.comb += [getattr(logic, f"a{i}").eq(a) for i, a in enumerate(args)]
+        out.append(logic.o)
     return out
 
 

@@ -736,7 +736,7 @@ def test_register_slice_passes_every_beat_in_order_with_ready_from_a_register(ki
 def test_register_queue_is_a_fifo_with_ready_from_registers(queue, depth, rng):
     """Random writes and reads against a Python deque: every entry comes out in order, a write is
     readable in the next cycle, the queue fills to ``depth``, and neither ``w_rdy`` nor ``r_rdy``
-    moves with ``w_en`` or ``r_en`` in the same cycle."""
+    moves with ``w_en`` or ``r_en`` in the same cycle; a ShiftQueue's head copy is its head."""
     dut = queue(16, depth)
     model, got = deque(), []
 
@@ -756,6 +756,8 @@ def test_register_queue_is_a_fifo_with_ready_from_registers(queue, depth, rng):
             if read and model:
                 assert ctx.get(dut.r_data) == model.popleft(), f"cycle {cycle}"
                 got.append(cycle)
+            if queue is ShiftQueue:
+                assert ctx.get(dut.r_copy) == ctx.get(dut.r_data), f"cycle {cycle}: the head's copy differs"
             if write and rdys[0]:
                 model.append(value)
             await ctx.tick()
