@@ -56,3 +56,16 @@ def generated():
         return generate_cached(W, L, VERILOG_CACHE, design=design, **DESIGN, loaders=LOADERS)
 
     return get
+
+
+#: The test files that take longest (in this order, from a default run's durations), sent first to
+#: the test processes (``scripts/test.sh``: pytest-xdist, a file to one process, in collection
+#: order with ``--no-loadscope-reorder``): started last, a long file would keep one process busy
+#: while the other has nothing left to run.
+LONGEST_FILES = ("test_hw_pe.py", "test_pe_rtl.py", "test_hw_datapath.py", "test_engine.py", "test_measure_rtl.py",
+                 "test_verilog.py", "test_synth_cells.py", "test_synth.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: k for k, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FILES)))  # stable: a file's order kept

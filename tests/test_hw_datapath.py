@@ -3,19 +3,26 @@ count of every tile equal to the bubble rule, for every scheme and density."""
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from deca.hw.datapath import PIPELINE_FILL, Datapath
 from deca.hw.params import ParameterError, dequant_lanes
+from deca.sim.bench.bus import ReusedSimulator
 from deca.sim.bench.datapath_bench import TileJob, configure, run_datapath
 from deca.sim.bench.stimulus import workloads
 
 DESIGNS = [(8, 4), (16, 4), (32, 8), (64, 16), (64, 64)]
 
 
+#: (W, L) -> the Datapath and its simulator, made once per test process.
+SIMULATORS = {}
+
+
 def simulate(W, L, cases, **kwargs):
     """Run each (label, CompressedMatrix) through one Datapath(W, L); return {label: (jobs, run)}."""
-    dut = Datapath(W, L)
+    if (W, L) not in SIMULATORS:
+        dut = Datapath(W, L)
+        SIMULATORS[W, L] = dut, ReusedSimulator(dut, 1e-6)
+    dut, sim = SIMULATORS[W, L]
     results = {}
 
     async def bench(ctx):
@@ -24,10 +31,7 @@ def simulate(W, L, cases, **kwargs):
             jobs = [TileJob.from_matrix(cm, t, W, L) for t in range(cm.num_tiles)]
             results[label] = jobs, await run_datapath(ctx, dut, jobs, **kwargs)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    sim.run(bench)
     return results
 
 

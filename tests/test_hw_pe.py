@@ -12,7 +12,7 @@ from deca.hw.params import TILES_PER_LOADER, ParameterError
 from deca.hw.pe import PE, ROW_LATENCY, request_queue_entries
 from deca.golden.format import TILE_ELEMS, TILE_ROWS
 from deca.hw.tout import TOut
-from deca.sim.bench.bus import AmaranthBus, drive_idle
+from deca.sim.bench.bus import AmaranthBus, ReusedSimulator, drive_idle
 from deca.sim.bench.pe_bench import PROCEDURES, Bench
 from deca.sim.bench.ports import PePorts
 from deca.sim.bench.registers import configure
@@ -104,21 +104,36 @@ def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, seed):
         assert data == int.from_bytes(rows[t, r].astype("<u2").tobytes(), "little"), f"tile {t} row {r}"
 
 
+class ReusedPE:
+    """A PE, in a top module whose ``sync`` domain a testbench may reset, and its simulator, made
+    once per design in each test process (``ReusedSimulator``)."""
+    made = {}
+
+    def __init__(self, W, L, loaders):
+        self.dut = PE(W, L, loaders=loaders)
+        top = Module()
+        top.domains.sync = self.domain = ClockDomain()
+        top.submodules.pe = self.dut
+        self.sim = ReusedSimulator(top)
+
+    @classmethod
+    def get(cls, W, L, loaders=pe.LOADERS):
+        key = (W, L, loaders, pe.Pipeline)  # a test may substitute the Pipeline class
+        if key not in cls.made:
+            cls.made[key] = cls(W, L, loaders)
+        return cls.made[key]
+
+
 def simulate(W, L, procedure, seed, process=None, **params):
     """Run ``procedure`` on a PE; ``process(dut)``: a simulator process to run alongside."""
-    dut = PE(W, L, **{k: params[k] for k in ("loaders",) if k in params})
-    messages = []
+    reused = ReusedPE.get(W, L, **{k: params[k] for k in ("loaders",) if k in params})
+    dut, messages = reused.dut, []
 
     async def bench(ctx):
         await PROCEDURES[procedure](Bench(AmaranthBus(ctx, dut), {"W": W, "L": L, "seed": seed, **params},
                                          lambda fmt, *args: messages.append(fmt % args)))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    if process is not None:
-        sim.add_process(process(dut))
-    sim.run()
+    reused.sim.run(bench, None if process is None else process(dut))
     return messages
 
 
@@ -151,7 +166,8 @@ def test_impossible_pe_parameters_are_refused(params, message):
 
 
 class ProbedPipeline(pe.Pipeline):
-    """The pipeline, remembered so that a test can watch its output."""
+    """The pipeline, remembered so that a test can watch its output (one PE per design is built:
+    ``ReusedPE``)."""
     made = []
 
     def __init__(self, W, L):
@@ -166,13 +182,13 @@ def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monke
     ROW_LATENCY cycles after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of
     the tile), unless the previous beat left in that same cycle, and then the cycle after that beat."""
     print(f"seed {seed}")
-    ProbedPipeline.made.clear()
     monkeypatch.setattr(pe, "Pipeline", ProbedPipeline)
     chunks, beats = [], []  # cycles of the chunk handshakes; (cycle, row, error) of the completion beats
 
     def watch(dut):
         async def process(ctx):
-            out, resp = ProbedPipeline.made[0].out, dut.tepl_resp
+            pipeline, = (p for p in ProbedPipeline.made if (p.W, p.L) == (W, L))
+            out, resp = pipeline.out, dut.tepl_resp
             signals = (out.valid, out.ready, resp.valid, resp.ready, resp.payload.row, resp.payload.error)
             cycle = 0
             async for _, _, out_v, out_r, resp_v, resp_r, row, error in ctx.tick().sample(*signals):
@@ -203,8 +219,8 @@ def test_ports_take_tepls_into_the_request_queue_while_the_contexts_wait(loaders
     (it sees a TEPL when the queue takes it), and never prefetches a line already demanded."""
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
-    dut = PE(8, 4, loaders=loaders)
-    ports = PePorts(loaders=loaders)
+    reused = ReusedPE.get(8, 4, loaders)
+    dut, ports = reused.dut, PePorts(loaders=loaders)
     cm = compress(rng.standard_normal((16, 32 * 40)).astype(np.float32), "bf8", density=0.05)
     batch = tile_batch(cm, "bf8@0.05", DEFAULT_BASE)
     taken, demanded, prefetched = [], set(), []
@@ -228,10 +244,7 @@ def test_ports_take_tepls_into_the_request_queue_while_the_contexts_wait(loaders
                 assert prefetched[-1] not in demanded, f"cycle {cycle}: line {prefetched[-1]:#x} prefetched after its demand"
             await bus.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    reused.sim.run(bench)
     held = loaders * TILES_PER_LOADER + request_queue_entries(loaders)
     assert len(taken) == held, taken
     # The queued tiles' lines, demanded by no context, are prefetched: the lines of the tiles up to
@@ -250,13 +263,10 @@ def test_a_reset_empties_the_pe_and_closes_its_ports_for_a_cycle_after(rst_cycle
     ``rst`` falls (no ready, no valid), and then, configured again, take as many TEPLs as before."""
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
-    dut = PE(8, 4)
-    ports = PePorts()
+    reused = ReusedPE.get(8, 4)
+    dut, domain, ports = reused.dut, reused.domain, PePorts()
     cm = compress(rng.standard_normal((16, 32 * 20)).astype(np.float32), "bf8", density=0.05)
     batch = tile_batch(cm, "bf8@0.05", DEFAULT_BASE)
-    top = Module()
-    top.domains.sync = domain = ClockDomain()
-    top.submodules.pe = dut
     held = dut.loaders * TILES_PER_LOADER + request_queue_entries(dut.loaders)
     counts, closed = [], []
 
@@ -284,10 +294,7 @@ def test_a_reset_empties_the_pe_and_closes_its_ports_for_a_cycle_after(rst_cycle
             await bus.tick()
             closed.append({name: bus.get(name) for name in ("tepl_req__0__ready", "tepl_req__1__ready")})
 
-    sim = Simulator(top)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    reused.sim.run(bench)
     assert counts == [held, held], counts
     for after, next_ in zip(closed[0::2], closed[1::2]):
         assert after == dict.fromkeys(after, 0), after

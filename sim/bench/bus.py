@@ -72,6 +72,36 @@ class AmaranthBus:
         await self.ctx.tick()
 
 
+class ReusedSimulator:
+    """An Amaranth simulator of ``top``, built once and reset between runs: elaborating a PE and
+    compiling it for the simulator takes 20 to 40 s, longer than most runs on it. ``run(bench,
+    process)`` runs the testbench ``bench(ctx)`` to its end, with the process ``process(ctx)``
+    alongside, from the initial state (``Simulator.reset``: every signal and memory back to its
+    initial value, every process restarted)."""
+
+    def __init__(self, top, period=1e-9):
+        from amaranth.sim import Simulator  # not at the top: this module stays free of simulators
+
+        self._sim, self._job, self._used = Simulator(top), None, False
+        self._sim.add_clock(period)
+
+        async def bench(ctx):
+            await self._job[0](ctx)
+
+        async def process(ctx):
+            if self._job[1] is not None:
+                await self._job[1](ctx)
+
+        self._sim.add_testbench(bench)
+        self._sim.add_process(process)
+
+    def run(self, bench, process=None):
+        if self._used:
+            self._sim.reset()
+        self._used, self._job = True, (bench, process)
+        self._sim.run()
+
+
 def drive_idle(bus, inputs):
     """Drive every input in ``inputs`` to 0: no valid, no ready, no register write."""
     for name in inputs:
