@@ -133,10 +133,11 @@ class DequantStage(wiring.Component):
         op_layout = data.StructLayout({"valid": 1, "final": 1, "k": range(W)})
         op = Signal(op_layout)
         # The stall, ``advance`` = ~sd.valid | sd.ready, is a flip-flop registered from its next
-        # value, with copies of its own for the unpacker's ``take`` and for the wide registers (the
-        # read stages, the LUT read, SD). SD's valid bit is written when it moves on (below). The
-        # next value comes late (the expander's ready) and loads every copy: four gates compute it,
-        # for this stage, the unpacker, the LUT array and SD.
+        # value, with copies of its own for the issue (``go``, which reaches the vOp slice's
+        # enables), the unpacker's ``take`` and the wide registers (the read stages, the LUT read,
+        # SD). SD's valid bit is written when it moves on (below). The next value comes late (the
+        # expander's ready) and loads every copy: four gates compute it, for this stage, the
+        # unpacker, the LUT array and SD.
         advance = Signal()
         own_next, unpacker_next, luts_next, sd_next = replicas(
             m, "advance_next", lambda now, op_valid, op_final, sd_valid, sd_ready_next:
@@ -147,7 +148,7 @@ class DequantStage(wiring.Component):
             unpacker.ptr.eq(ptr), unpacker.next_ptr.eq(end),
             unpacker.take.eq(head_valid & ~margin[-1] & enable(m, "take_advance", own_next)),
             unpacker.en_next.eq(unpacker_next), luts.en_next.eq(luts_next),
-            go.eq(head_valid & ~margin[-1] & advance),
+            go.eq(head_valid & ~margin[-1] & enable(m, "issue_advance", own_next)),
             load.eq(~head_valid | go & final),  # the head takes the plan (or empties)
             vops.o.ready.eq(~plan_valid | load),
             self.bubble.eq(go & ~final),
