@@ -267,12 +267,12 @@ def copies(m, name, value, en, n, init=None):
 
 class _Logic(wiring.Component):
     def __init__(self, fn, widths, width):
-        self.fn = fn
+        self.fn, self.arity = fn, len(widths)
         super().__init__({**{f"a{i}": In(w) for i, w in enumerate(widths)}, "o": Out(width)})
 
     def elaborate(self, platform):
         m = Module()
-        m.d.comb += self.o.eq(self.fn(*(getattr(self, f"a{i}") for i in range(len(self.signature.members) - 1))))
+        m.d.comb += self.o.eq(self.fn(*(getattr(self, f"a{i}") for i in range(self.arity))))
         return m
 
 
