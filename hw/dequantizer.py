@@ -79,7 +79,7 @@ class DequantStage(wiring.Component):
         # Q registered: the mode is steady while tiles flow, and its decoding is off the input path.
         q, is_q = Signal(5), Signal(len(Q_BITS))
         m.d.sync += [q.eq(self.cfg.q), is_q.eq(Cat(self.cfg.q == qq for qq in Q_BITS))]
-        m.d.comb += [unpacker.is_q.eq(is_q), luts.q.eq(q), luts.codes.eq(unpacker.codes)]
+        m.d.comb += [unpacker.is_q.eq(is_q), luts.codes.eq(unpacker.codes)]
 
         # Lq of the configured Q, capped at W (a power of two); one condition per distinct lane count.
         q8, q7 = q == 8, q == 7

@@ -23,24 +23,25 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import apart
 from .layouts import BF16, ConfigSignature
-from .stages import enable, hold
+from .stages import copies, enable, hold
 
 SUB_LUTS = 4
 SUB_LUT_ENTRIES = 64
 
 
 class LUTArray(wiring.Component):
-    """``codes`` in (one per lane, up to Lq of them meaningful, looked up in mode ``q``), BF16
-    ``values`` out a cycle later; the lookup happens in the cycles after ``en_next`` is high (the
-    stall decided a cycle ahead: the enables are flip-flops) and otherwise holds its values."""
+    """``codes`` in (one per lane, up to Lq of them meaningful), BF16 ``values`` out a cycle later;
+    the lookup happens in the cycles after ``en_next`` is high (the stall decided a cycle ahead: the
+    enables are flip-flops) and otherwise holds its values. The mode is ``cfg.q`` registered, as the
+    dequantization stage registers its Q: it takes effect a cycle after ``cfg.q`` changes."""
 
     def __init__(self, L, lanes):
         self.L = L
         self.lanes = lanes
         super().__init__({
             "cfg": In(ConfigSignature()),
-            "q": In(5),
             "en_next": In(1),
             "codes": In(data.ArrayLayout(BF16, lanes)),
             "values": Out(data.ArrayLayout(BF16, lanes)),
@@ -89,12 +90,22 @@ class LUTArray(wiring.Component):
         def port(b, s):
             return ports[b * SUB_LUTS + s]
 
-        q8, q7, q16 = self.q == 8, self.q == 7, self.q == 16
+        # The mode decoded into flip-flops, a copy per big LUT (its sub-LUTs' addresses and the lanes
+        # that read it): decoded from one Q register, each flag drove every lane's choice and every
+        # address mux (at W = 64, L = 32, 170 and 220 ps on the decoding gates alone).
+        q = self.cfg.q
+        low = (q != 8) & (q != 7) & (q != 16)
+        modes = copies(m, "mode", Cat(q == 8, q == 7, q == 16, low), 1, self.L)
+
+        def mode_of(b):  # (Q = 8, Q = 7, Q = 16, Q <= 6) of big LUT b
+            return tuple(modes[b][k] for k in range(4))
+
         # Each sub-LUT's address comes from the lane that reads it in the current mode.
         for b in range(self.L):
+            q8, q7, _, q6 = mode_of(b)
             for s in range(SUB_LUTS):
                 lanes = {8: b, 7: 2 * b + s // 2, 6: SUB_LUTS * b + s}
-                for mode, cond in ((8, q8), (7, q7), (6, ~q8 & ~q7)):
+                for mode, cond in ((8, q8), (7, q7), (6, q6)):
                     if lanes[mode] < self.lanes:
                         with m.If(cond):
                             m.d.comb += port(b, s).addr.eq(self.codes[lanes[mode]][:6])
@@ -106,13 +117,14 @@ class LUTArray(wiring.Component):
         choices, read = [], []  # per lane: a condition per sub-LUT it may read, and those sub-LUTs
         for i in range(self.lanes):
             code, chosen = self.codes[i], {}
+            q8, q7, q16, q6 = mode_of(i // SUB_LUTS)
             candidates = []
             if i < self.L:  # Q = 8: big LUT i, the sub-LUT of the code's bits 6 and 7
                 candidates += [(i, s, q8 & (code[6:8] == s)) for s in range(SUB_LUTS)]
             if i < 2 * self.L:  # Q = 7: pair i mod 2 of big LUT i div 2, the sub-LUT of bit 6
                 candidates += [(i // 2, 2 * (i % 2) + h, q7 & (code[6] == h)) for h in range(2)]
             if i < SUB_LUTS * self.L:  # Q <= 6
-                candidates.append((i // SUB_LUTS, i % SUB_LUTS, ~(q8 | q7 | q16)))
+                candidates.append((i // SUB_LUTS, i % SUB_LUTS, q6))
             for b, s, cond in candidates:
                 chosen[b, s] = chosen[b, s] | cond if (b, s) in chosen else cond
             choices.append(Cat(q16, *chosen.values()))  # Q = 16: the code itself
@@ -122,6 +134,11 @@ class LUTArray(wiring.Component):
         for i, ports_read in enumerate(read):
             pick = held[at:at + 1 + len(ports_read)]
             at += len(pick)
-            sources = [codes[i], *ports_read]
-            m.d.comb += self.values[i].eq(reduce(operator.or_, (Mux(pick[k], v, 0) for k, v in enumerate(sources))))
+            terms = [Mux(pick[k], v, 0) for k, v in enumerate([codes[i], *ports_read])]
+            if len(terms) > 3:
+                # Up to three sources per module (one AND-OR gate), those ORed: two gates after the
+                # macros for up to nine sources, where logic optimization of the whole sum made three.
+                terms = [apart(m, reduce(operator.or_, terms[k:k + 3]), f"lane{i}_sources{k // 3}")
+                         for k in range(0, len(terms), 3)]
+            m.d.comb += self.values[i].eq(reduce(operator.or_, terms))
         return m

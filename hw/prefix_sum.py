@@ -83,12 +83,16 @@ class WindowUnit(wiring.Component):
         # And the count of each pair of groups, so that the offsets' sums take half as many rows.
         pairs = groups // 2
         pair_layout = {"pairs": data.ArrayLayout(range(2 * group + 1), pairs)} if pairs else {}
-        local = Signal(data.StructLayout({"counts": data.ArrayLayout(count_shape, W), **pair_layout, **side}))
+        # The stages' data registers have no reset (``valid`` says which hold a vOp): a reset term
+        # would be one more gate after the pair counts.
+        local = Signal(data.StructLayout({"counts": data.ArrayLayout(count_shape, W), **pair_layout, **side}),
+                       reset_less=True)
         # The groups' inclusive ends (group g starts at the end of g - 1) but the first, which is the
         # first group's last count (a second register with the same input would be merged by
         # synthesis), and the counts within the groups.
         offsets = Signal(data.StructLayout({"ends": data.ArrayLayout(range(W + 1), max(1, groups - 1)),
-                                            "counts": data.ArrayLayout(count_shape, W), **side}))
+                                            "counts": data.ArrayLayout(count_shape, W), **side}),
+                         reset_less=True)
         valid = Signal(2)  # of local, offsets
 
         def count(stage, j):
@@ -105,16 +109,16 @@ class WindowUnit(wiring.Component):
 
         chunk = mask[:W]
         with m.If(loads[0]):
+            # The data loads whether or not a tile is busy (``valid`` says): no ``busy`` term after the counts.
             m.d.sync += valid[0].eq(busy)
-            with m.If(busy):
-                m.d.sync += [local.mask.eq(chunk), local.index.eq(index), local.last.eq(last)]
-                for g in range(groups):
-                    counts = prefix_sums(list(chunk[g * group:(g + 1) * group]))
-                    m.d.sync += [local.counts[g * group + i].eq(c) for i, c in enumerate(counts) if i]
-                m.d.sync += [local.pairs[k].eq(popcount(list(chunk[2 * k * group:2 * (k + 1) * group])))
-                             for k in range(pairs)]
-                with m.If(~last):  # (after the last vOp the next tile's bitmask may load)
-                    m.d.sync += [index.eq(index + 1), mask.eq(mask >> W)]
+            m.d.sync += [local.mask.eq(chunk), local.index.eq(index), local.last.eq(last)]
+            for g in range(groups):
+                counts = prefix_sums(list(chunk[g * group:(g + 1) * group]))
+                m.d.sync += [local.counts[g * group + i].eq(c) for i, c in enumerate(counts) if i]
+            m.d.sync += [local.pairs[k].eq(popcount(list(chunk[2 * k * group:2 * (k + 1) * group])))
+                         for k in range(pairs)]
+            with m.If(busy & ~last):  # (after the last vOp the next tile's bitmask may load)
+                m.d.sync += [index.eq(index + 1), mask.eq(mask >> W)]
 
         # Each group's end a sum of the pair counts below it and, for an even group, its own total,
         # carry-save (``fast_sum``): at W = 64 at most four rows (seven group totals were 427 ps).

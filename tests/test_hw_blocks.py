@@ -495,8 +495,7 @@ def test_lut_array_lookup_every_q(W, L, rng):
         cycle after its codes, in a cycle after ``en_next`` was high, and hold while it is low; a write
         lands a cycle after its port cycle."""
         lq = codes.shape[1]
-        ctx.set(dut.q, q)
-        await ctx.tick()
+        await ctx.tick()  # the mode registered from cfg.q
         for e in range(len(codes)):
             words = rng.integers(0, 1 << 16, lanes).astype(np.uint16)  # garbage on unused lanes
             words[:lq] = codes[e]

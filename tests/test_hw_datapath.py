@@ -70,7 +70,8 @@ def test_bit_exact_and_bubble_rule(W, L, rng):
         assert (run.out_cycles[:512 // W] - run.first_tile_cycle).tolist() == want.tolist(), label
 
 
-@pytest.mark.parametrize("W,L", [(8, 4), (32, 8)], ids=["W8L4", "W32L8"])
+#: W = 8, L = 4 (a minute and a half) under -m slow: W = 32, L = 8 has the more lanes and decoders.
+@pytest.mark.parametrize("W,L", [pytest.param(8, 4, marks=pytest.mark.slow), (32, 8)], ids=["W8L4", "W32L8"])
 def test_stalls_and_backpressure_change_timing_only(W, L, rng):
     cases = [c for c in workloads(rng) if c[0].split("@")[1] in ("1", "0.3", "0.05")]
     rough = simulate(W, L, cases, rng=rng, stall=0.3, backpressure=0.4)

@@ -24,6 +24,8 @@ ALL = {"densities": [1, 0.2, 0], "codebook_sizes": [5, 20, 200]}
 SOME = {"schemes": ["bf16", "bf8", "nvfp4", "int2", "ternary", "codebook"], "densities": [1, 0.2, 0],
         "codebook_sizes": [20, 200]}
 FEW = {"schemes": ["nvfp4", "ternary", "bf16", "int1"], "densities": [1, 0.2], "codebook_sizes": []}
+#: The more-loaders cases of the default run: a scaled and an always-sparse scheme.
+TWO = {"schemes": ["nvfp4", "ternary"], "densities": [1, 0.2], "codebook_sizes": []}
 CASES = [
     ("reset_state", 8, 4, {}),
     ("workloads_bit_exact", 8, 4, SOME),
@@ -33,9 +35,9 @@ CASES = [
     ("squash_recovery", 32, 8, FEW),
     # More loaders: more requests in flight, the line arbiter and the order FIFOs over 3 and 4.
     ("reset_state", 8, 4, {"loaders": 3}),
-    ("workloads_bit_exact", 8, 4, {**FEW, "loaders": 3}),
+    ("workloads_bit_exact", 8, 4, {**TWO, "loaders": 3}),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 4}),
-    ("squash_recovery", 8, 4, {**FEW, "loaders": 4}),
+    ("squash_recovery", 8, 4, {**TWO, "loaders": 4}),
 ]
 #: Every scheme, the W8L4 squashes with two loaders and the other loader count of each, under -m slow.
 SLOW_CASES = [

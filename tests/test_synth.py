@@ -82,12 +82,13 @@ def test_blocks_partition_the_design(results):
     assert r.blocks["LUT array"].memory_bits == r.total.memory_bits
     assert max(b.depth for b in r.blocks.values()) <= r.total.depth
     # A block alone is wrapped in registers (RegisteredPorts): its own modules sit under "inner";
-    # the LUT array's are its module, the slices of its code and choice registers (``hold``) and
-    # the copies of its read enable (``enable``).
+    # the LUT array's are its module, the slices of its code and choice registers (``hold``), the
+    # copies of its read enable (``enable``) and of its mode flags, and its lanes' source selects.
     luts = "deca_datapath_w8_l4.inner.pipeline.dequant.luts"
     modules = r.blocks["LUT array"].modules
     assert modules[0] == luts and modules[1:], modules
-    assert all(name.startswith((luts + ".codes", luts + ".choices", luts + ".lut")) for name in modules[1:]), modules
+    assert all(name.startswith(tuple(f"{luts}.{part}" for part in ("codes", "choices", "lut", "mode", "lane")))
+               for name in modules[1:]), modules
     assert any(name.startswith(luts + ".lut") for name in modules[1:]), modules
     assert paper_split(r)["loaders, queues, TOut"] == 0  # the datapath has no loaders
     assert sum(paper_split(r).values()) == pytest.approx(1)
