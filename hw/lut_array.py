@@ -92,10 +92,12 @@ class LUTArray(wiring.Component):
 
         # The mode decoded into flip-flops, a copy per big LUT (its sub-LUTs' addresses and the lanes
         # that read it): decoded from one Q register, each flag drove every lane's choice and every
-        # address mux (at W = 64, L = 32, 170 and 220 ps on the decoding gates alone).
+        # address mux (at W = 64, L = 32, 170 and 220 ps on the decoding gates alone). Decoded apart
+        # from the writes' decoding, which the readback takes to the configuration port (sharing
+        # it, the copies' load put two buffers on that path: 413 ps at W = 32, L = 16).
         q = self.cfg.q
-        low = (q != 8) & (q != 7) & (q != 16)
-        modes = copies(m, "mode", Cat(q == 8, q == 7, q == 16, low), 1, self.L)
+        decoded = apart(m, Cat(q == 8, q == 7, q == 16, (q != 8) & (q != 7) & (q != 16)), "mode_next")
+        modes = copies(m, "mode", decoded, 1, self.L)
 
         def mode_of(b):  # (Q = 8, Q = 7, Q = 16, Q <= 6) of big LUT b
             return tuple(modes[b][k] for k in range(4))
