@@ -25,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 
 from .arith import apart
 from .layouts import BF16, ConfigSignature
-from .stages import copies, enable, hold
+from .stages import copies, enable, hold, replicas
 
 SUB_LUTS = 4
 SUB_LUT_ENTRIES = 64
@@ -92,12 +92,14 @@ class LUTArray(wiring.Component):
 
         # The mode decoded into flip-flops, a copy per big LUT (its sub-LUTs' addresses and the lanes
         # that read it): decoded from one Q register, each flag drove every lane's choice and every
-        # address mux (at W = 64, L = 32, 170 and 220 ps on the decoding gates alone). Decoded apart
-        # from the writes' decoding, which the readback takes to the configuration port (sharing
-        # it, the copies' load put two buffers on that path: 413 ps at W = 32, L = 16).
-        q = self.cfg.q
-        decoded = apart(m, Cat(q == 8, q == 7, q == 16, (q != 8) & (q != 7) & (q != 16)), "mode_next")
-        modes = copies(m, "mode", decoded, 1, self.L)
+        # address mux (at W = 64, L = 32, 170 and 220 ps on the decoding gates alone). Each copy
+        # decodes Q itself: one shared decoding, also the writes', put its load on the readback to
+        # the configuration port (W = 32, L = 16: 413 ps; L = 32: 457).
+        def decode(q):
+            return Cat(q == 8, q == 7, q == 16, (q != 8) & (q != 7) & (q != 16))
+
+        modes = [copies(m, f"mode{b}_", next_mode, 1, 1)[0]
+                 for b, next_mode in enumerate(replicas(m, "mode_next", decode, [self.cfg.q], self.L))]
 
         def mode_of(b):  # (Q = 8, Q = 7, Q = 16, Q <= 6) of big LUT b
             return tuple(modes[b][k] for k in range(4))
