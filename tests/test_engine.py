@@ -51,7 +51,7 @@ def test_engines_measure_the_same_records(tmp_path, seed, workloads):
     verilog = campaign_module._generate(8, 4, 2)
     # 0.005 per cycle: a few squashes a tile; at 0.03 a W8 L4 tile of 128 vOps rarely finishes
     # between two, and the run takes minutes.
-    # Half the tiles without squashes (both modes): the squashes need the six to happen surely.
+    # Without squashes (both modes) half the tiles; with them all six, so that some squash surely comes.
     for squash_prob, modes, tiles in ((0.0, MODES, TILES // 2), (0.005, ("tepl",), TILES)):
         params = {"system": system("spr-hbm", squash_prob=squash_prob).as_dict(), "tiles": tiles, "seed": seed,
                   "loaders": 2}
