@@ -143,14 +143,21 @@ class DequantStage(wiring.Component):
             m, "advance_next", lambda now, op_valid, op_final, sd_valid, sd_ready_next:
             ~Mux(now, op_valid & op_final, sd_valid) | sd_ready_next,
             [advance, op.valid, op.final, self.sd.valid, self.sd_ready_next], 4)
+        issue_advance = enable(m, "issue_advance", own_next)
+        # The plan moves on when empty or when the head takes it (~plan_valid | load): a copy of
+        # that logic for the vOp slice and one for the plan's registers, each driving its own loads.
+        slice_ready, plan_ready = replicas(
+            m, "plan_ready", lambda plan_valid, head_valid, margin_sign, adv, final:
+            ~plan_valid | ~head_valid | ~margin_sign & adv & final,
+            [plan_valid, head_valid, margin[-1], issue_advance, final], 2)
         m.d.comb += [
             advance.eq(enable(m, "advance", own_next)),
             unpacker.ptr.eq(ptr), unpacker.next_ptr.eq(end),
             unpacker.take.eq(head_valid & ~margin[-1] & enable(m, "take_advance", own_next)),
             unpacker.en_next.eq(unpacker_next), luts.en_next.eq(luts_next),
-            go.eq(head_valid & ~margin[-1] & enable(m, "issue_advance", own_next)),
+            go.eq(head_valid & ~margin[-1] & issue_advance),
             load.eq(~head_valid | go & final),  # the head takes the plan (or empties)
-            vops.o.ready.eq(~plan_valid | load),
+            vops.o.ready.eq(slice_ready),
             self.bubble.eq(go & ~final),
             self.waiting.eq(~go & advance),
         ]
@@ -171,7 +178,7 @@ class DequantStage(wiring.Component):
         next_after = Cat(*after(next_bits, next_pad))
         margin_added = fast_add(m, margin, unpacker.added)
 
-        with m.If(vops.o.ready):
+        with m.If(plan_ready):
             m.d.sync += [
                 plan_valid.eq(vops.o.valid),
                 plan.last.eq(vop.last), plan.left.eq(left), plan.last_bits.eq(last_bits),

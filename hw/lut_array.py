@@ -29,13 +29,16 @@ from .stages import copies, enable, hold, replicas
 
 SUB_LUTS = 4
 SUB_LUT_ENTRIES = 64
+#: Cycles from a change of ``cfg.q`` to the lookups' mode.
+MODE_LATENCY = 2
 
 
 class LUTArray(wiring.Component):
     """``codes`` in (one per lane, up to Lq of them meaningful), BF16 ``values`` out a cycle later;
     the lookup happens in the cycles after ``en_next`` is high (the stall decided a cycle ahead: the
-    enables are flip-flops) and otherwise holds its values. The mode is ``cfg.q`` registered, as the
-    dequantization stage registers its Q: it takes effect a cycle after ``cfg.q`` changes."""
+    enables are flip-flops) and otherwise holds its values. The mode is ``cfg.q`` registered twice:
+    it takes effect ``MODE_LATENCY`` cycles after ``cfg.q`` changes (CONFIG is written only while no
+    tile is in flight, and a tile's first codes come many cycles after its TEPL)."""
 
     def __init__(self, L, lanes):
         self.L = L
@@ -93,13 +96,16 @@ class LUTArray(wiring.Component):
         # The mode decoded into flip-flops, a copy per big LUT (its sub-LUTs' addresses and the lanes
         # that read it): decoded from one Q register, each flag drove every lane's choice and every
         # address mux (at W = 64, L = 32, 170 and 220 ps on the decoding gates alone). Each copy
-        # decodes Q itself: one shared decoding, also the writes', put its load on the readback to
-        # the configuration port (W = 32, L = 16: 413 ps; L = 32: 457).
+        # decodes Q itself, from a copy of Q per eight big LUTs: ``cfg.q`` also drives the writes'
+        # decoding and the readback to the configuration port, which the copies' load slowed
+        # (W = 32, L = 32: 451 ps).
         def decode(q):
             return Cat(q == 8, q == 7, q == 16, (q != 8) & (q != 7) & (q != 16))
 
-        modes = [copies(m, f"mode{b}_", next_mode, 1, 1)[0]
-                 for b, next_mode in enumerate(replicas(m, "mode_next", decode, [self.cfg.q], self.L))]
+        group = 8
+        next_modes = [mode for g, q in enumerate(copies(m, "mode_q", self.cfg.q, 1, -(-self.L // group)))
+                      for mode in replicas(m, f"mode_next{g}_", decode, [q], min(group, self.L - g * group))]
+        modes = [copies(m, f"mode{b}_", next_mode, 1, 1)[0] for b, next_mode in enumerate(next_modes)]
 
         def mode_of(b):  # (Q = 8, Q = 7, Q = 16, Q <= 6) of big LUT b
             return tuple(modes[b][k] for k in range(4))

@@ -53,13 +53,13 @@ def _onehot(n, width):
     return Const(1, width) << n
 
 
-def rotate(m, name, value, digits, unit, high=None, left=False):
+def rotate(m, name, value, digits, unit, left=False):
     """``value`` read from unit ``back`` on, circularly (``left``: moved up by ``back`` units),
-    where back = sum of 4^j x ``digits[j]`` (one-hot, registers; the last may have two bits) + 64 x
-    ``high`` (binary: the row part, for rows of several lines): a 4-way AND-OR per digit, each level
-    a signal (it is read four times), as the unpacker's shift. A shifter by ``back`` maps to twice
-    the levels behind the fanout of each amount bit. ``digits`` may also be a list of copies of
-    them (``stages.copies``), each serving an equal share of the output bits, for their fanout.
+    where back = sum of 4^j x ``digits[j]`` (one-hot, registers; the last may have two bits): a
+    4-way AND-OR per digit, each level a signal (it is read four times), as the unpacker's shift. A
+    shifter by ``back`` maps to twice the levels behind the fanout of each amount bit. ``digits``
+    may also be a list of copies of them (``stages.copies``), each serving an equal share of the
+    output bits, for their fanout.
     Call it outside ``If``: its levels are comb statements."""
     shares = digits if isinstance(digits[0], (list, tuple)) else [digits]
     size = len(value) // len(shares)
@@ -73,8 +73,6 @@ def rotate(m, name, value, digits, unit, high=None, left=False):
                                                          for k, v in enumerate(moved)))
                                    for c, share in enumerate(shares))))
         value = level
-    if high is not None and len(high):
-        value = Cat(value, value).bit_select(high * LINE_BYTES * unit, len(value))
     return value
 
 
@@ -124,17 +122,22 @@ class LineQueue(wiring.Component):
         # (no reset: it would reach deep into the realignment's logic).
         offset = Signal(range(LINE_BYTES), reset_less=True)
         length = Signal(LEN_BITS, reset_less=True)
-        # Where line 0 lands in its row: byte (R - offset) mod R of the row before the stream's first.
-        shift0 = Signal(range(R), reset_less=True)
-        first_mask = Signal(LINE_BYTES, reset_less=True)  # the bytes of line 0 that belong to the stream
+        # Line k covers row bytes [64k - offset, 64k - offset + 64) mod R: of each 64-byte slot of
+        # a row, bytes b < 64 - offset (``lo``) hold the line's bytes from the offset on in slot k
+        # mod R/64, the other bytes its first ``offset`` bytes in the slot before. Either way byte b
+        # holds line byte (b + offset) mod 64, so the line is rotated once for every slot, and
+        # where it goes is a choice of slots, from these per-stream masks and the line's index.
+        lo = Signal(LINE_BYTES, reset_less=True)
+        wrap_lo = Signal(LINE_BYTES, reset_less=True)  # ``lo`` but for offset 0: slot 0's bytes that
+        offset_nz = Signal(reset_less=True)            # belong to the next row when k mod R/64 = 0
         # The offset's base-4 digits, one-hot: the realignment's rotation amounts, a copy for each
-        # 64 bits of the rotated line and one for the byte masks.
+        # 64 bits of the rotated line and one for the last line's byte mask.
         assert LINE_BYTES == 4 ** 3
-        digits = digit_copies(m, "offset_digits", self.offset, self.start, 8 * R + HOLD_SLICE)
+        digits = digit_copies(m, "offset_digits", self.offset, self.start, 9 * LINE_BYTES)
         with m.If(self.start):
-            neg = -self.offset % R
-            m.d.sync += [offset.eq(self.offset), length.eq(self.length), shift0.eq(neg),
-                         first_mask.eq(~_below(self.offset, LINE_BYTES))]
+            upper = _below((LINE_BYTES - self.offset)[:7], LINE_BYTES)
+            m.d.sync += [offset.eq(self.offset), length.eq(self.length), lo.eq(upper),
+                         wrap_lo.eq(Mux(self.offset == 0, 0, upper)), offset_nz.eq(self.offset != 0)]
         # The line holding the stream's last byte and that byte's place in it (offset + length - 1 =
         # 64 last_line + last_byte), as a mask of the line's bytes up to it: registered from the
         # stream's registers, so stale for one cycle after ``start``, when no line is in stage W1
@@ -152,45 +155,44 @@ class LineQueue(wiring.Component):
         w1_valid = Signal()
         w1 = Signal(write_layout(), reset_less=True)  # data registers here have no reset: valid bits say
         m.d.sync += [w1_valid.eq(w.valid & ~self.start), w1.eq(w.payload)]
-        row_b, rotated, en, wraps = self._realign(m, offset, digits, shift0, w1_valid, w1)
         # Stage W2: the row writes, registered, so that a macro's inputs come from flip-flops and a
         # one-row queue's register takes its bytes straight from them.
         w2_mark = Signal(self.slots)  # the line's arrival slot, one-hot (none without a line)
         m.d.sync += w2_mark.eq(Mux(w1_valid & ~self.start, _onehot(w1.index % self.slots, self.slots), 0))
-        writes = self._bank_writes(m, row_b, rotated, en, wraps)
-        # Only line 0 has bytes before the stream, only the last line bytes after it. Their masks,
-        # placed as those lines' bytes are, are per-stream registers (from the stream's registers:
-        # valid by the time a line reaches W2), and the two index compares are registered into W2
-        # beside the enables they gate, off the path of W1's wide enables; the write takes them out.
+        writes, write_data = self._bank_writes(m, w1_valid, w1, digits[:-1], lo, wrap_lo, offset_nz)
+        # Only line 0 has bytes before the stream (where the slot holds its first ``offset``
+        # bytes), only the last line bytes after it (placed as the line's bytes are: a per-stream
+        # register, from the stream's registers, valid by the time a line reaches W2). The two
+        # index compares are registered into W2 beside the enables they gate, off the path of
+        # W1's wide enables; the write takes them out.
         w2_first, w2_last = Signal(reset_less=True), Signal(reset_less=True)
         m.d.sync += [w2_first.eq(w1.index == 0), w2_last.eq(w1.index == last_line)]
-        first_placed, last_placed = Signal(R, reset_less=True), Signal(R, reset_less=True)
-        m.d.sync += [first_placed.eq(rotate(m, "first_placed", Const(0, R) | first_mask, digits[-1], 1,
-                                            self._high(Const(0, LINE_INDEX_BITS)))),
-                     last_placed.eq(rotate(m, "last_placed", Const(0, R) | last_mask, digits[-1], 1,
-                                           self._high(last_line)))]
+        last_placed = Signal(LINE_BYTES, reset_less=True)
+        m.d.sync += last_placed.eq(rotate(m, "last_placed", last_mask, digits[-1], 1))
+        n = R // LINE_BYTES
         all_bytes = Const((1 << R) - 1, R)
-        stream_bytes = Mux(w2_first, first_placed, all_bytes) & Mux(w2_last, last_placed, all_bytes)
+        stream_bytes = Mux(w2_first, Cat([lo] * n), all_bytes) & Mux(w2_last, Cat([last_placed] * n), all_bytes)
         arrived = self._arrivals(m, w2_mark)
         pos, row1, read_data, read_en = self._read(m, last_line, arrived)
         if self.rows > 1:
-            self._banks(m, writes, stream_bytes, pos, row1, read_data, read_en)
+            self._banks(m, writes, write_data, stream_bytes, pos, row1, read_data, read_en)
         else:
             # A one-row queue (bitmask, scales) is a register, as in the paper's Table 3; its
             # line's two parts both land in it.
             for j in range(R):
                 with m.If((writes[0].en[j] | writes[1].en[j]) & stream_bytes[j]):
-                    m.d.sync += read_data.word_select(j, 8).eq(writes[0].data.word_select(j, 8))
+                    m.d.sync += read_data.word_select(j, 8).eq(write_data.word_select(j, 8))
 
         # Line k may be requested once its last row is free: rows below the next beat's row are (an
         # issued beat was read from its row already). With ``free`` bytes of the stream below the
         # free rows' end, line k's last byte is below it when k < free / 64 (the offset stays within
-        # a line) or when the stream ends below it. Both registered from ``pos`` a cycle late (as
-        # ``pos`` only grows, a cautious view), off the loader's request path.
+        # a line) or when the stream ends below it. ``free_lines`` is registered from ``pos`` a cycle
+        # late, and both compares from it (as ``pos`` only grows, a cautious view), off the loader's
+        # request path.
         free_lines = Signal(LEN_BITS)
         fits = Signal()
         free = (pos // R + self.rows) * R
-        m.d.sync += [free_lines.eq(free // LINE_BYTES), fits.eq(length <= free)]
+        m.d.sync += [free_lines.eq(free // LINE_BYTES), fits.eq(length <= free_lines * LINE_BYTES)]
         with m.If(self.start):
             m.d.sync += [free_lines.eq(self.rows * R // LINE_BYTES), fits.eq(self.length <= self.rows * R)]
         # The compare is registered too, for the issue index and the one after it: the index steps
@@ -204,50 +206,30 @@ class LineQueue(wiring.Component):
         m.d.comb += self.room.eq(Mux(self.issue_index[0] == index_bit, room_at, room_after) | fits)
         return m
 
-    def _high(self, index):
-        """The part of line ``index``'s rotation that is its place in a row of several lines
-        (``rotate``'s ``high``): no borrow crosses into it from the offset's six bits."""
-        return (-index)[:(self.row_bytes // LINE_BYTES).bit_length() - 1]
-
-    def _realign(self, m, offset, digits, shift0, valid, line):
-        """The line of stage W1 rotated into place and its byte enables: it lands at bytes
-        [shift, shift + 64) of rows ``row_b`` - 1 and ``row_b`` taken as one, so the rotated bytes
-        below ``shift`` (``wraps``) belong to row ``row_b``, the others to the row before. The
-        enables are all the line's bytes; the write takes out those of the first and last lines
-        that are not the stream's (``elaborate``)."""
-        R = self.row_bytes
-        # Line k starts at stream byte 64k - offset; u = that + R is never negative. Only the bits
-        # that choose a row of the queue are kept.
-        u = Signal((self.rows * R).bit_length())
-        m.d.comb += u.eq(line.index * LINE_BYTES + R - offset)
-        shift = Signal(range(R))
-        m.d.comb += shift.eq(shift0 + line.index * LINE_BYTES)  # u mod R, with its low bits from a register
-        row_b = u // R  # the row holding the line's end (or all of it when aligned)
-        # The rotation's -shift mod R: the offset (``digits``) and ``_high``.
-        high = self._high(line.index)
-        line_bytes = rotate(m, "line_placed", Const((1 << LINE_BYTES) - 1, R), digits[-1], 1, high)
-        rotated = Signal(8 * R)
-        en = Signal(R)
-        m.d.comb += [rotated.eq(rotate(m, "rotated", Const(0, 8 * R) | line.data, digits[:-1], 8, high)),
-                     en.eq(Mux(valid, line_bytes, 0))]
-        return row_b, rotated, en, _below(shift, R)
-
-    def _bank_writes(self, m, row_b, rotated, en, wraps):
-        """Rows ``row_b`` - 1 and ``row_b`` differ in parity, so each bank writes one of them:
-        registered write ports (address, data, byte enables), even bank first."""
-        R = self.row_bytes
-        layout = data.StructLayout({"addr": _index(self.rows // 2), "data": 8 * R, "en": R})
+    def _bank_writes(self, m, valid, line, digits, lo, wrap_lo, offset_nz):
+        """The line of stage W1 placed in rows S and S + 1 (``elaborate``): S = k div (R/64) - 1
+        when k mod R/64 = 0 and offset > 0 (the line's first bytes end the row before), else k div
+        (R/64); only slot 0's ``wrap_lo`` bytes of such a line are in row S + 1. The two rows differ
+        in parity, so each bank writes one of them: registered write ports (address, data, byte
+        enables), even bank first. The enables are all the line's bytes; the write takes out those
+        of the first and last lines that are not the stream's (``elaborate``)."""
+        R, n = self.row_bytes, self.row_bytes // LINE_BYTES
+        slot = _onehot(line.index % n, n)
+        wraps = slot[0] & offset_nz
+        row = (line.index // n - wraps)[:max(1, (self.rows - 1).bit_length())]  # S mod rows
+        line_bytes = Cat(Mux(slot[s], lo, 0) | Mux(slot[(s + 1) % n], ~lo, 0) for s in range(n))
+        ahead = Cat(Mux(slot[0], wrap_lo, 0), Const(0, R - LINE_BYTES))  # the bytes in row S + 1
+        layout = data.StructLayout({"addr": _index(self.rows // 2), "en": R})
         # No reset: ``en`` follows stage W1's valid bit a cycle later (a write left from before a
         # reset lands before the next stream starts, and rows are read only once their lines came).
         writes = [Signal(layout, name=f"write_{name}", reset_less=True) for name in ("even", "odd")]
-        data_reg = Signal(8 * R, reset_less=True)  # both banks take the same rotated line
-        m.d.sync += data_reg.eq(rotated)
+        rotated = Signal(8 * LINE_BYTES, reset_less=True)  # both banks take it, in every slot
+        m.d.sync += rotated.eq(rotate(m, "rotated", line.data, digits, 8))
         for parity, port in enumerate(writes):
-            at_end = row_b[0] == parity
-            # Row -1 wraps around, but none of its bytes is enabled.
-            m.d.sync += [port.addr.eq((row_b - 1 + at_end) % self.rows // 2), port.en.eq(en & Mux(at_end, wraps, ~wraps))]
-            m.d.comb += port.data.eq(data_reg)
-        return writes
+            later = row[0] != parity  # this bank's row is S + 1
+            m.d.sync += [port.addr.eq((row + later) % self.rows // 2),
+                         port.en.eq(Mux(valid, Mux(later, ahead, line_bytes & ~ahead), 0))]
+        return writes, Cat([rotated] * n)
 
     def _arrivals(self, m, mark):
         """Lines below ``arrived`` are all in; later ones are marked in a bitmap until they join.
@@ -314,7 +296,7 @@ class LineQueue(wiring.Component):
                          empty.eq(self.length == 0), done.eq(0), valid1.eq(0), out.valid.eq(0)]
         return pos, row1, read_data, load1
 
-    def _banks(self, m, writes, stream_bytes, pos, row1, read_data, read_en):
+    def _banks(self, m, writes, write_data, stream_bytes, pos, row1, read_data, read_en):
         """The two banks, written from stage W2 (of its enabled bytes, the ``stream_bytes``); both
         read the row of the beat being issued, and stage 1 keeps the one it lies in."""
         R = self.row_bytes
@@ -323,7 +305,7 @@ class LineQueue(wiring.Component):
         for name, write in zip(("even", "odd"), writes):
             m.submodules[name] = bank = memory.Memory(shape=8 * R, depth=self.rows // 2, init=[])
             wp, rp = bank.write_port(granularity=8), bank.read_port()
-            m.d.comb += [wp.addr.eq(write.addr), wp.data.eq(write.data), wp.en.eq(write.en & stream_bytes),
+            m.d.comb += [wp.addr.eq(write.addr), wp.data.eq(write_data), wp.en.eq(write.en & stream_bytes),
                          rp.addr.eq(row // 2), rp.en.eq(read_en)]
             bank_data.append(rp.data)
         m.d.comb += read_data.eq(Mux(row1[0], bank_data[1], bank_data[0]))

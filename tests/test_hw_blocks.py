@@ -22,7 +22,7 @@ from deca.golden.format import Q_BITS, TILE_ELEMS, read_codes
 from deca.golden.numerics import scale_mul
 from deca.hw.arith import at_least, fast_add
 from deca.hw.layouts import ScaleFormat, physical_lanes, vop_layout
-from deca.hw.lut_array import LUTArray
+from deca.hw.lut_array import MODE_LATENCY, LUTArray
 from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
@@ -495,7 +495,7 @@ def test_lut_array_lookup_every_q(W, L, rng):
         cycle after its codes, in a cycle after ``en_next`` was high, and hold while it is low; a write
         lands a cycle after its port cycle."""
         lq = codes.shape[1]
-        await ctx.tick()  # the mode registered from cfg.q
+        await ctx.tick().repeat(MODE_LATENCY)  # the mode registered from cfg.q
         for e in range(len(codes)):
             words = rng.integers(0, 1 << 16, lanes).astype(np.uint16)  # garbage on unused lanes
             words[:lq] = codes[e]
@@ -584,7 +584,7 @@ def build_stream(tiles):
 
 
 @pytest.mark.parametrize("q", Q_BITS)
-@pytest.mark.parametrize("W, L", [(8, 4), (32, 8)])
+@pytest.mark.parametrize("W, L", [(8, 4), (32, 8), (64, 16)])
 def test_code_unpacker_against_read_codes(W, L, q, rng):
     """The unpacker read as the dequantization stage reads it: every starting bit offset 0..7 (o
     one-bit codes read with Q = 1 before the tile's Q-bit codes), random beat cuts with garbage past

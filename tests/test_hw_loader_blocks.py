@@ -18,9 +18,10 @@ def simulate(dut, bench):
 
 
 # (rows, row bytes, beat bytes): the SQQ of W=8/L=1 (8-byte beats), of W=32/L=8 (64-byte beats),
-# of W=64/L=16 (128-byte beats and rows), small SQQs that must wrap (the two-row one has one row
-# per bank), and the one-row mask queue.
-QUEUES = [(32, 64, 8), (32, 64, 64), (16, 128, 128), (4, 64, 16), (2, 64, 32), (1, 64, 64)]
+# of W=64/L=16 (128-byte beats and rows), rows of four and eight lines (W=64 with L=32, 64), small
+# SQQs that must wrap (the two-row ones have one row per bank), and the one-row mask queue.
+QUEUES = [(32, 64, 8), (32, 64, 64), (16, 128, 128), (4, 256, 256), (2, 512, 256), (4, 64, 16), (2, 64, 32),
+          (1, 64, 64)]
 
 
 @pytest.mark.parametrize("rows,row_bytes,beat_bytes", QUEUES, ids=[f"{r}x{b}by{c}" for r, b, c in QUEUES])
