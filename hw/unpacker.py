@@ -23,10 +23,10 @@ from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import Q_BITS
 
-from .arith import apart, at_least, fast_add
+from .arith import at_least, fast_add
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
 from .queues import rotate
-from .stages import enable, hold, replicas
+from .stages import enable, hold
 
 #: Buffer size in beats. Reading a full beat per cycle (Q = 16) while each write is decided a cycle
 #: ahead needs three; four keep the pointers binary and absorb the short beats at tiles' ends.
@@ -111,11 +111,11 @@ class CodeUnpacker(wiring.Component):
         next_offset = Signal(offset_bits, reset_less=True)
         # The rotation takes next_offset's base-4 digits, one-hot (``rotate``): a shifter by the
         # binary amount put each bit's fanout in front of six levels of multiplexers. They reset to
-        # offset 0 (all-zero digits would zero the beat), as ``lead`` does. A copy of them per 256
-        # bits of the beat, each loaded through a copy of the write decision's last gate (below):
-        # one set drove 2,048 bits at W = 64, L = 32 through four buffers.
-        digits = [[Signal(1 << len(next_offset[2 * j:2 * j + 2]), name=f"offset_digit{c}_{j}", init=1)
-                   for j in range((offset_bits + 1) // 2)] for c in range(max(1, beat_bits // 256))]
+        # offset 0 (all-zero digits would zero the beat), as ``lead`` does. (Copied per 64 bits of
+        # the beat, with the write decision picking between decoded outcomes, they were slower:
+        # the decision drove every copy's input.)
+        digits = [Signal(1 << len(next_offset[2 * j:2 * j + 2]), name=f"offset_digit{j}", init=1)
+                  for j in range((offset_bits + 1) // 2)]
         rotated = Signal(beat_bits, reset_less=True)
         placed = rotate(m, "placed", beat.data, digits, 8, left=True)
         with m.If(accept):
@@ -161,21 +161,13 @@ class CodeUnpacker(wiring.Component):
         def fits(ptr):
             return Mux(stayed, *(~(ptr[top] ^ base[top] ^ at_least(ptr[3:top], base[3:top]))
                                  for base in (lead_kept, lead_moved)))
-        # The decision comes late: a copy of its last gate for each set of the rotation's digits
-        # (the first also for the offset), one for the rest. The digits of either outcome are
-        # decoded apart, before it picks one (logic optimization would otherwise decode after it).
-        write_next, *offset_writes = replicas(m, "write_next", lambda held, take, at_next, at_now:
-                                              held & Mux(take, at_next, at_now),
-                                              [held_next, self.take, fits(self.next_ptr), fits(self.ptr)],
-                                              1 + len(digits))
-        offsets = (after_offset, lead[3:3 + offset_bits])
-        decoded = [apart(m, Cat((Const(1, len(d)) << o[2 * j:2 * j + 2])[:len(d)] for j, d in enumerate(digits[0])),
-                         f"{name}_digits") for o, name in zip(offsets, ("after", "lead"))]
+        write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
+        offset = Mux(write_next, after_offset, lead[3:3 + offset_bits])
         m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), ready.eq(~held_next | write_next),
                      stayed.eq(~write_next),
                      self.added.eq(Mux(write_next, bits_next, 0)), lead_kept.eq(lead), lead_moved.eq(after),
-                     next_offset.eq(Mux(offset_writes[0], *offsets)),
-                     *(Cat(copy).eq(Mux(w, *decoded)) for copy, w in zip(digits, offset_writes))]
+                     next_offset.eq(offset),
+                     *(d.eq(Const(1, len(d)) << offset[2 * j:2 * j + 2]) for j, d in enumerate(digits))]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]
