@@ -23,10 +23,10 @@ from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import Q_BITS
 
-from .arith import at_least, fast_add
+from .arith import fast_add
 from .layouts import BF16, physical_lanes, value_beat_bits, value_beat_layout
 from .queues import rotate
-from .stages import enable, hold
+from .stages import copies, enable, hold
 
 #: Buffer size in beats. Reading a full beat per cycle (Q = 16) while each write is decided a cycle
 #: ahead needs three; four keep the pointers binary and absorb the short beats at tiles' ends.
@@ -101,21 +101,24 @@ class CodeUnpacker(wiring.Component):
         m.d.sync += [held.eq(held_next), bits.eq(bits_next)]
         # ``lead`` (below) is either of two registers, as the last cycle's write decision went
         # (``stayed``), and that decision compares both with the pointers: it ends at flip-flops
-        # whose inputs it does not select. ``next_offset``, lead's byte in a beat, is a register of
-        # its own for the write masks' fanout, and its digits (below) for the rotation's.
+        # whose inputs it does not select.
         lead_kept, lead_moved = Signal(len(self.wp), init=beat_bits), Signal(len(self.wp), reset_less=True)
         stayed = Signal(init=1)
         lead = Signal(len(self.wp))
         m.d.comb += lead.eq(Mux(stayed, lead_kept, lead_moved))
         offset_bits = (beat_bytes - 1).bit_length()
-        next_offset = Signal(offset_bits, reset_less=True)
-        # The rotation takes next_offset's base-4 digits, one-hot (``rotate``): a shifter by the
-        # binary amount put each bit's fanout in front of six levels of multiplexers. They reset to
-        # offset 0 (all-zero digits would zero the beat), as ``lead`` does. (Copied per 64 bits of
-        # the beat, with the write decision picking between decoded outcomes, they were slower:
-        # the decision drove every copy's input.)
-        digits = [Signal(1 << len(next_offset[2 * j:2 * j + 2]), name=f"offset_digit{j}", init=1)
-                  for j in range((offset_bits + 1) // 2)]
+        # The rotation takes the base-4 digits of lead's byte in a beat, one-hot (``rotate``): a
+        # shifter by the binary amount put each bit's fanout in front of six levels of multiplexers.
+        # Like ``lead``, each digit is either of two registers, chosen by a copy of ``stayed`` (whose
+        # load put five buffers in front of the rotation at W = 64): the write decision drives none
+        # of them. ``digits_kept`` resets to offset 0, as ``lead_kept`` does (all-zero digits would
+        # zero the beat).
+        digit_widths = [min(2, offset_bits - 2 * j) for j in range((offset_bits + 1) // 2)]
+        digits_kept = [Signal(1 << n, name=f"offset_kept{j}", init=1) for j, n in enumerate(digit_widths)]
+        digits_moved = [Signal(1 << n, name=f"offset_moved{j}", reset_less=True) for j, n in enumerate(digit_widths)]
+        digits = [Signal(1 << n, name=f"offset_digit{j}") for j, n in enumerate(digit_widths)]
+        stayed_digits = Signal()
+        m.d.comb += [d.eq(Mux(stayed_digits, kept, moved)) for d, kept, moved in zip(digits, digits_kept, digits_moved)]
         rotated = Signal(beat_bits, reset_less=True)
         placed = rotate(m, "placed", beat.data, digits, 8, left=True)
         with m.If(accept):
@@ -128,7 +131,7 @@ class CodeUnpacker(wiring.Component):
         above = Signal(beat_bytes, reset_less=True)
         slot = Signal(slots, reset_less=True)
         lead_slot = lead[3 + offset_bits:(size - 1).bit_length()]
-        m.d.sync += [above.eq(Const((1 << beat_bytes) - 1, beat_bytes) << next_offset),
+        m.d.sync += [above.eq(Const((1 << beat_bytes) - 1, beat_bytes) << lead[3:3 + offset_bits]),
                      slot.eq(Const(1, slots) << (lead_slot - 1)[:len(lead_slot)])]
         for s, word in enumerate(self.buf):
             mine = Mux(slot[s], above, 0) | Mux(slot[(s - 1) % slots], ~above, 0)
@@ -153,21 +156,23 @@ class CodeUnpacker(wiring.Component):
         # lead - ptr is between a beat and 1.5 x size (size = 2^(n-1) for n-bit pointers: W and L
         # are powers of two), so it is at most size when ptr - lead, modulo 2^n, is at least 2^(n-1):
         # one subtraction's top bit. ``lead`` is byte aligned, so the bytes decide. That bit is the
-        # operands' top bits and the borrow from below them, which a compare tree gives sooner than
-        # an adder's carry network (whose every level is kept).
+        # operands' top bits and the borrow from below them: the carry out of ptr + ~lead + 1, from
+        # a carry network whose levels are kept (a compare left to logic optimization became a
+        # chain of ~190 ps at W = 64).
         assert size == 1 << (len(self.wp) - 1)
         top = len(self.wp) - 1
 
         def fits(ptr):
-            return Mux(stayed, *(~(ptr[top] ^ base[top] ^ at_least(ptr[3:top], base[3:top]))
+            return Mux(stayed, *(~(ptr[top] ^ base[top] ^ fast_add(m, ptr[3:top], ~base[3:top], 1)[top - 3])
                                  for base in (lead_kept, lead_moved)))
         write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
-        offset = Mux(write_next, after_offset, lead[3:3 + offset_bits])
+        m.d.comb += stayed_digits.eq(copies(m, "stayed_digits", ~write_next, 1, 1, init=1)[0])
         m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), ready.eq(~held_next | write_next),
                      stayed.eq(~write_next),
                      self.added.eq(Mux(write_next, bits_next, 0)), lead_kept.eq(lead), lead_moved.eq(after),
-                     next_offset.eq(offset),
-                     *(d.eq(Const(1, len(d)) << offset[2 * j:2 * j + 2]) for j, d in enumerate(digits))]
+                     *(kept.eq(d) for kept, d in zip(digits_kept, digits)),
+                     *(moved.eq(Const(1, len(moved)) << after_offset[2 * j:2 * j + 2])
+                       for j, moved in enumerate(digits_moved))]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]
