@@ -33,6 +33,8 @@ from .stages import copies, enable, hold
 BUFFER_BEATS = 4
 #: Bits of a buffer word: the read stages select whole words, then shift by the rest of ``ptr``.
 WORD = 64
+#: Bits of the beat rotated by one set of the offset digits.
+DIGIT_SHARE = 256
 #: Cycles from a read at ``ptr`` (with ``en``) to its ``codes``.
 READ_LATENCY = 2
 
@@ -111,14 +113,21 @@ class CodeUnpacker(wiring.Component):
         # shifter by the binary amount put each bit's fanout in front of six levels of multiplexers.
         # Like ``lead``, each digit is either of two registers, chosen by a copy of ``stayed`` (whose
         # load put five buffers in front of the rotation at W = 64): the write decision drives none
-        # of them. ``digits_kept`` resets to offset 0, as ``lead_kept`` does (all-zero digits would
-        # zero the beat).
+        # of them. A set of them per ``DIGIT_SHARE`` bits of the beat, each with its own copy of
+        # ``stayed``, so that a digit's buffer tree drives a share of the rotation. ``kept`` resets
+        # to offset 0, as ``lead_kept`` does (all-zero digits would zero the beat).
         digit_widths = [min(2, offset_bits - 2 * j) for j in range((offset_bits + 1) // 2)]
-        digits_kept = [Signal(1 << n, name=f"offset_kept{j}", init=1) for j, n in enumerate(digit_widths)]
-        digits_moved = [Signal(1 << n, name=f"offset_moved{j}", reset_less=True) for j, n in enumerate(digit_widths)]
-        digits = [Signal(1 << n, name=f"offset_digit{j}") for j, n in enumerate(digit_widths)]
-        stayed_digits = Signal()
-        m.d.comb += [d.eq(Mux(stayed_digits, kept, moved)) for d, kept, moved in zip(digits, digits_kept, digits_moved)]
+        shares = max(1, beat_bits // DIGIT_SHARE)
+        stayed_digits = [Signal(name=f"stayed_digits{c}") for c in range(shares)]
+        digits = [[Signal(1 << n, name=f"offset_digit{c}_{j}") for j, n in enumerate(digit_widths)]
+                  for c in range(shares)]
+        digit_regs = []  # (j, digit, kept, moved) for every digit of every share
+        for share, stayed_share in zip(digits, stayed_digits):
+            for j, digit in enumerate(share):
+                kept = Signal.like(digit, name=f"{digit.name}_kept", init=1)
+                moved = Signal.like(digit, name=f"{digit.name}_moved", reset_less=True)
+                m.d.comb += digit.eq(Mux(stayed_share, kept, moved))
+                digit_regs.append((j, digit, kept, moved))
         rotated = Signal(beat_bits, reset_less=True)
         placed = rotate(m, "placed", beat.data, digits, 8, left=True)
         with m.If(accept):
@@ -166,13 +175,13 @@ class CodeUnpacker(wiring.Component):
             return Mux(stayed, *(~(ptr[top] ^ base[top] ^ fast_add(m, ptr[3:top], ~base[3:top], 1)[top - 3])
                                  for base in (lead_kept, lead_moved)))
         write_next = held_next & Mux(self.take, fits(self.next_ptr), fits(self.ptr))
-        m.d.comb += stayed_digits.eq(copies(m, "stayed_digits", ~write_next, 1, 1, init=1)[0])
+        m.d.comb += [s.eq(q) for s, q in zip(stayed_digits, copies(m, "stayed_digits", ~write_next, 1, shares, init=1))]
         m.d.sync += [self.wp.eq(self.wp + self.added), write.eq(write_next), ready.eq(~held_next | write_next),
                      stayed.eq(~write_next),
                      self.added.eq(Mux(write_next, bits_next, 0)), lead_kept.eq(lead), lead_moved.eq(after),
-                     *(kept.eq(d) for kept, d in zip(digits_kept, digits)),
+                     *(kept.eq(digit) for _, digit, kept, _ in digit_regs),
                      *(moved.eq(Const(1, len(moved)) << after_offset[2 * j:2 * j + 2])
-                       for j, moved in enumerate(digits_moved))]
+                       for j, _, _, moved in digit_regs)]
 
     def _read(self, m):
         words = [w.word_select(k, WORD) for w in self.buf for k in range(self.beat_bits // WORD)]
