@@ -6,8 +6,8 @@ the dequantization stage, and the complete PE has one per tile context.
 
 The sums are pipelined, one vOp per cycle: the tile's bitmask register shifts by W per vOp (no
 multiplexer in front of the adders), then come the counts within groups of ``GROUP`` elements, the
-groups' offsets (carry-save sums of the counts of pairs of groups, counted in the first stage
-beside the groups' own), and the output register, where
+groups' offsets (carry-save sums of the groups' totals or, past two groups, of the counts of
+pairs of groups, counted in the first stage beside the groups' own), and the output register, where
 each element adds its group's offset to its count within the group.
 """
 
@@ -80,8 +80,10 @@ class WindowUnit(wiring.Component):
         side = {"mask": W, "index": range(n_vops), "last": 1}
         # Counts within the groups: element j's inclusive count among its group's elements 0..j; a
         # group's first count is its mask bit, not registered twice (synthesis would merge the two).
-        # And the count of each pair of groups, so that the offsets' sums take half as many rows.
-        pairs = groups // 2
+        # And, past two groups, the count of each pair of groups, so that the offsets' sums take
+        # half as many rows (at W = 16 the one pair's count of 16 bits was 452 ps, for an end of
+        # two rows).
+        pairs = groups // 2 if groups > 2 else 0
         pair_layout = {"pairs": data.ArrayLayout(range(2 * group + 1), pairs)} if pairs else {}
         # The stages' data registers have no reset (``valid`` says which hold a vOp): a reset term
         # would be one more gate after the pair counts.
@@ -120,15 +122,19 @@ class WindowUnit(wiring.Component):
             with m.If(busy & ~last):  # (after the last vOp the next tile's bitmask may load)
                 m.d.sync += [index.eq(index + 1), mask.eq(mask >> W)]
 
-        # Each group's end a sum of the pair counts below it and, for an even group, its own total,
-        # carry-save (``fast_sum``): at W = 64 at most four rows (seven group totals were 427 ps).
-        # Outside the ``If``: the sums are signals of their own.
+        # Each group's end a sum of the group totals up to it or, with pair counts, of the pair
+        # counts below it and, for an even group, its own total, carry-save (``fast_sum``): at W = 64
+        # at most four rows (seven group totals were 427 ps). Outside the ``If``: the sums are
+        # signals of their own.
         end_bits = W.bit_length()
 
         def end_of(g):
-            rows = [local.pairs[k] for k in range((g + 1) // 2)]
-            if g % 2 == 0:
-                rows.append(count(local, (g + 1) * group - 1))
+            if not pairs:
+                rows = [count(local, (h + 1) * group - 1) for h in range(g + 1)]
+            else:
+                rows = [local.pairs[k] for k in range((g + 1) // 2)]
+                if g % 2 == 0:
+                    rows.append(count(local, (g + 1) * group - 1))
             rows = [Cat(r, Const(0, end_bits - len(r))) for r in rows]
             return rows[0] if len(rows) == 1 else fast_sum(m, rows)[:end_bits]
 
