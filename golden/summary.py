@@ -128,6 +128,13 @@ def format_table(rows, columns):
     return "\n".join([line(heads), line(["-" * wd for wd in widths]), *map(line, cells)])
 
 
+def markdown_table(rows, columns):
+    """A Markdown table of dict rows; ``columns`` as for ``format_table``."""
+    head = [h for h, _ in columns.values()]
+    cells = [[fmt(r[key]) if callable(fmt) else fmt.format(r[key]) for key, (_, fmt) in columns.items()] for r in rows]
+    return "\n".join("| " + " | ".join(row) + " |" for row in [head, ["---"] * len(head), *cells])
+
+
 ROUNDTRIP_COLUMNS = {
     "scheme": ("scheme", "{}"),
     "density": ("density", "{:.2f}"),

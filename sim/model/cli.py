@@ -37,20 +37,28 @@ def _sw_cycles(text):
 # Arguments -------------------------------------------------------------------------------------------
 
 
-def _add_common(p, kernels=False):
+def _add_platform(p):
     g = p.add_argument_group("platform")
     g.add_argument("--platform", default="spr-hbm", help=f"preset ({', '.join(PRESETS)}) or a name in --platforms")
     g.add_argument("--platforms", type=Path, metavar="TOML", help="TOML file of user platforms (see deca.sim.model.platform)")
     g.add_argument("--cores", type=int, help="override the number of cores")
     g.add_argument("--freq-ghz", type=float, help="override the core clock (GHz)")
     g.add_argument("--bw-gbs", type=float, help="override the memory bandwidth (GB/s)")
-    p.add_argument("--n", type=int, default=16, help="batch size N (default 16)")
+
+
+def _add_software(p):
     p.add_argument("--sw-cycles", type=_sw_cycles, default={}, metavar="CLASS=CYCLES,...",
                    help="software cost per tile by scheme class, added to the built-in "
                         + ", ".join(f"{k}={v:g}" for k, v in SOFTWARE_CYCLES_PER_TILE.items()))
     p.add_argument("--baseline", metavar="JSON|none",
                    help="software engine measured by 'deca baseline' (default: out/baseline/platform.json when "
                         "it exists; 'none' leaves it out)")
+
+
+def _add_common(p, kernels=False):
+    _add_platform(p)
+    p.add_argument("--n", type=int, default=16, help="batch size N (default 16)")
+    _add_software(p)
     if kernels:
         p.add_argument("--kernels", default=",".join(TABLE2_KERNELS),
                        help="comma-separated scheme or scheme:density (default: the paper's Table 2 set)")
@@ -93,6 +101,37 @@ def add_model_parser(sub):
     d.add_argument("--W", type=number_list(int), default=list(W_CHOICES), help="W values (default 8,16,32,64)")
     d.add_argument("--L", type=number_list(int), default=list(L_GRID), help="L values; L > W is skipped (default 1..64)")
     d.set_defaults(func=cmd_dse)
+
+    from .arch import PRESETS as MODELS
+
+    lm = msub.add_parser("llm", help="next-token latency and tokens/s of a whole LLM: Baseline, SW-only, DECA, "
+                                     "Optimal (paper 8.4); --paper reproduces Tables 6, 7 and Fig. 17")
+    _add_platform(lm)
+    _add_software(lm)
+    g = lm.add_argument_group("model (one or more; default --preset llama2-70b)")
+    g.add_argument("--preset", action="append", help=f"architecture preset: {', '.join(MODELS)}")
+    g.add_argument("--config", action="append", type=Path, metavar="CONFIG.JSON",
+                   help="a Hugging Face config.json (or its folder)")
+    g.add_argument("--checkpoint", action="append", type=Path, metavar="FOLDER",
+                   help="a folder written by 'deca compress' (its own shapes, schemes and densities)")
+    lm.add_argument("--scheme", action="append", metavar="[PATTERN=]SCHEME[@DENSITY]",
+                    help="compression of the FC layers: q16 (BF16), q8 (BF8), q4 (MXFP4) or a golden scheme, "
+                         "optionally @density; PATTERN (e.g. 'mlp.*', 'attn.q', 'lm_head') picks layer kinds or "
+                         "names, later options win (default: uncompressed)")
+    lm.add_argument("--batch", type=number_list(int), default=[1, 16, 64], metavar="N,...",
+                    help="batch sizes (default 1,16,64)")
+    lm.add_argument("--prompt", type=int, default=paper.LLM_PROMPT, help="prompt tokens (default 128)")
+    lm.add_argument("--generate", type=int, default=paper.LLM_GENERATE, help="generated tokens (default 128)")
+    lm.add_argument("--W", type=int, default=paper.DSE_BEST[0], help="DECA elements per vOp (default 32)")
+    lm.add_argument("--L", type=int, default=paper.DSE_BEST[1], help="DECA big LUTs (default 8)")
+    lm.add_argument("--measured", type=Path, metavar="FOLDER",
+                    help="DECA cycles per tile from the records of a 'deca run' or 'deca sweep' folder "
+                         "(the bubble model for what they lack)")
+    lm.add_argument("--compare-gpus", action="store_true", help="also model Table 7's GPUs")
+    lm.add_argument("--paper", action="store_true",
+                    help="reproduce the paper's Tables 6 and 7 and Figure 17 (its platform and software costs)")
+    lm.add_argument("--out", type=Path, default=DEFAULT_OUT / "llm", help=f"output folder (default {DEFAULT_OUT}/llm)")
+    lm.set_defaults(func=cmd_llm)
 
 
 # Shared pieces ----------------------------------------------------------------------------------------
@@ -324,3 +363,11 @@ def cmd_dse(args):
           + ("agrees" if s2 < paper.DSE_OVER_OVER_BEST_MAX else "DISAGREES"))
     title = f"DSE, {platform.name}, N = {args.n}"
     print(f"wrote {plot_dse(points, args.out / 'dse.png', chosen, title)}")
+
+
+def cmd_llm(args):
+    from .llm_report import run_llm, run_paper
+
+    if args.paper:
+        return run_paper(args)
+    return run_llm(args, _platform(args), _software(args), _measured(args))

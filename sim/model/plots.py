@@ -148,3 +148,53 @@ def plot_dse(points, path, chosen=None, title=""):
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=130)
     return path
+
+
+def plot_llm_split(rows, parts, part_names, system_names, path, title):
+    """Stacked bars of the next-token time split into ``parts`` (rows of ``llm.evaluate``), one
+    bar per system, grouped by batch size N; writes a PNG."""
+    batches = list(dict.fromkeys(r["N"] for r in rows))
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    fig = Figure(figsize=(max(6, 1.1 * len(rows) + 2), 5), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(systems)
+    for i, n in enumerate(batches):
+        for j, s in enumerate(systems):
+            r = next(r for r in rows if r["N"] == n and r["system"] == s)
+            x, bottom = i + (j - (len(systems) - 1) / 2) * width, 0.0
+            for k, p in enumerate(parts):
+                ax.bar(x, r[f"{p}_ms"], width * 0.9, bottom=bottom, color=colormaps["tab10"](k),
+                       label=part_names[p] if i == 0 and j == 0 else None)
+                bottom += r[f"{p}_ms"]
+            ax.annotate(system_names[s], (x, bottom), ha="center", va="bottom", fontsize=7, rotation=90)
+    ax.set_xticks(range(len(batches)), [f"N = {n}" for n in batches])
+    ax.set(ylabel="next-token time (ms)", title=title)
+    ax.margins(y=0.15)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.savefig(path, dpi=130)
+    return path
+
+
+def plot_llm_batch(rows, system_names, path, title, knee=None):
+    """Latency and tokens per second against the batch size N (paper, Fig. 17), one line per system;
+    ``knee``: the N to mark. Writes a PNG."""
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    lat_ax, tps_ax = fig.subplots(1, 2)
+    for k, s in enumerate(dict.fromkeys(r["system"] for r in rows)):
+        mine = [r for r in rows if r["system"] == s]
+        n = [r["N"] for r in mine]
+        style = dict(color=colormaps["tab10"](k), ls=("-", "--", "-.", ":")[k % 4], marker="os^D"[k % 4], label=system_names[s])
+        lat_ax.plot(n, [r["latency_ms"] for r in mine], **style)
+        tps_ax.plot(n, [r["tokens_per_s"] for r in mine], **style)
+    for ax, ylabel in ((lat_ax, "next-token latency (ms)"), (tps_ax, "tokens per second")):
+        if knee is not None:
+            ax.axvline(knee, color="0.5", ls="--", lw=1)
+        ax.set(xscale="log", xlabel="batch size N", ylabel=ylabel)
+        ax.set_xticks(sorted({r["N"] for r in rows}), [str(n) for n in sorted({r["N"] for r in rows})])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    tps_ax.set_yscale("log")
+    fig.suptitle(title + ("" if knee is None else f" (dashed: knee at N = {knee})"), fontsize=10)
+    fig.savefig(path, dpi=130)
+    return path
