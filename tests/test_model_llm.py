@@ -58,6 +58,19 @@ def test_one_layer_toy_by_hand():
             assert rows[n, system]["tokens_per_s"] == pytest.approx(n / (fc + rest(n, reuse)), rel=1e-9)
 
 
+def test_mixture_of_experts_reads_the_experts_a_batch_touches():
+    # 4 experts, 2 per token: N = 1 reads 2 of them; N = 2 reads 4 (1 - (1/2)^2) = 3 on average, each
+    # for ceil(2 * 2 / 3) = 2 rows. Memory binds (1 GB/s): gate, up and down are 16 BF16 tiles each.
+    plat = Platform("toy", 2, 1e9, 1e9)
+    arch = from_config({**TOY, "num_local_experts": 4, "num_experts_per_tok": 2}, "moe")
+    dense = from_config(TOY, "dense")
+    for n, experts in ((1, 2), (2, 3)):
+        fc, fc_dense = (next(r["fc_ms"] for r in evaluate(plat, a, [n], 0, 1, Engines()) if r["system"] == "baseline")
+                        for a in (arch, dense))
+        router = 2 * 1024 / 1e9  # 4 x 64: one row of two tiles
+        assert fc == pytest.approx(fc_dense + 1e3 * ((experts - 1) * 48 * 1024 / 1e9 + router), rel=1e-9)
+
+
 def test_more_bandwidth_never_slower_and_more_sparsity_never_more_bytes():
     arch = apply_schemes(preset("llama2-7b"), ["mlp.*=q8@0.5", "attn.*=q4"])
     last = None

@@ -1,9 +1,9 @@
 """Decoder-only transformer architectures for ``deca model llm``: their FC weight matrices and the
 attention sizes, from a preset, a Hugging Face ``config.json`` or a folder written by ``deca compress``.
 
-Every FC layer is a weight matrix of ``rows`` outputs by ``cols`` inputs that each generated token
-multiplies once (``count`` times per token: decoder layers, times active experts for a mixture of
-experts). Kinds name them across model families: attn.q, attn.k, attn.v, attn.o, mlp.gate, mlp.up,
+Every FC layer is a weight matrix of ``rows`` outputs by ``cols`` inputs, one per decoder layer
+(``count`` of them), that each generated token multiplies once; an expert of a mixture of experts
+is one of ``experts`` such matrices per layer of which each token uses ``active``. Kinds name them across model families: attn.q, attn.k, attn.v, attn.o, mlp.gate, mlp.up,
 mlp.down, mlp.router, lm_head, and fc for what fits none (e.g. BERT's pooler).
 """
 
@@ -23,6 +23,8 @@ class FC:
     rows: int
     cols: int
     count: int = 1
+    experts: int = 1
+    active: int = 1
     #: Compression: a golden scheme, its density (None: dense) and, from a checkpoint folder, the
     #: measured bytes per weight tile and the folder's group size and codebook.
     scheme: str = "bf16"
@@ -48,8 +50,8 @@ class Arch:
 
     @property
     def weights(self):
-        """FC weights one generated token reads (the LM head once even when tied to the embedding)."""
-        return sum(f.rows * f.cols * f.count for f in self.fcs)
+        """FC weights one generated token multiplies (the LM head once even when tied to the embedding)."""
+        return sum(f.rows * f.cols * f.count * f.active for f in self.fcs)
 
 
 #: Presets in Hugging Face config.json terms (the published configs of these models).
@@ -102,18 +104,21 @@ def from_config(cfg, name, source="config.json"):
         raise UsageError(f"{source}: {got['heads']} attention heads are not a multiple of {kv_heads} KV heads")
     act = cfg.get("hidden_act", cfg.get("activation_function", ""))
     gated = bool(cfg.get("gated_mlp", cfg.get("model_type") in GATED_TYPES or act in ("silu", "swiglu")))
-    experts = _positive(source, "num_experts_per_tok", cfg.get("num_experts_per_tok", 1))
+    experts = _positive(source, "num_local_experts", cfg.get("num_local_experts", 1))
+    active = _positive(source, "num_experts_per_tok", cfg.get("num_experts_per_tok", 1))
+    if active > experts:
+        raise UsageError(f"{source}: {active} experts per token of {experts}")
     tied = bool(cfg.get("tie_word_embeddings", False))
     h, i, n = got["hidden"], got["inter"], got["layers"]
     q_dim, kv_dim = got["heads"] * head_dim, kv_heads * head_dim
     fcs = [FC("attn.q", "attn.q", q_dim, h, n), FC("attn.k", "attn.k", kv_dim, h, n),
            FC("attn.v", "attn.v", kv_dim, h, n), FC("attn.o", "attn.o", h, q_dim, n)]
-    if "num_local_experts" in cfg:
-        fcs.append(FC("mlp.router", "mlp.router", _positive(source, "num_local_experts", cfg["num_local_experts"]), h, n))
-    if gated:
-        fcs.append(FC("mlp.gate", "mlp.gate", i, h, n * experts))
-    fcs += [FC("mlp.up", "mlp.up", i, h, n * experts), FC("mlp.down", "mlp.down", h, i, n * experts),
-            FC("lm_head", "lm_head", got["vocab"], h, 1)]
+    if experts > 1:
+        fcs.append(FC("mlp.router", "mlp.router", experts, h, n))
+    mlp = [("mlp.gate", i, h)] if gated else []
+    fcs += [FC(kind, kind, rows, cols, n, experts, active) for kind, rows, cols in
+            [*mlp, ("mlp.up", i, h), ("mlp.down", h, i)]]
+    fcs.append(FC("lm_head", "lm_head", got["vocab"], h, 1))
     return Arch(name, source, n, h, i, got["vocab"], q_dim, kv_dim, gated, tied, tuple(fcs))
 
 
@@ -172,10 +177,9 @@ def from_checkpoint(folder):
                       group_size=s["group_size"], codebook=None if s["codebook"] is None else tuple(s["codebook"])))
     compressed = {f.name for f in fcs}
     shapes = {t["name"]: t["shape"] for t in manifest["tensors"]}
-    for name, reason in manifest["left_out"].items():
-        shape = shapes[name]
-        if len(shape) == 2 and kind_of(name) != "fc" and name not in compressed:
-            fcs.append(FC(name, kind_of(name), *shape))
+    for name in manifest["left_out"]:
+        if len(shapes[name]) == 2 and kind_of(name) != "fc" and name not in compressed:
+            fcs.append(FC(name, kind_of(name), *shapes[name]))
     if not any(f.kind == "lm_head" for f in fcs):
         embed = next((n for n in shapes if re.search(r"(embed_tokens|word_embeddings|wte)\.weight$", n)), None)
         if embed is not None:
@@ -185,7 +189,7 @@ def from_checkpoint(folder):
         raise UsageError(f"{folder}: no attention Q/K projection among its layers; the model needs them "
                          "for the KV cache")
     layers = len({m.group(1) for f in fcs if (m := _LAYER_INDEX.search(f.name))}) or len(widths["attn.q"])
-    hidden = max(set(f.cols for f in fcs if f.kind == "attn.q"))
+    hidden = max(f.cols for f in fcs if f.kind == "attn.q")
     up = [f.rows for f in fcs if f.kind == "mlp.up"]
     head = [f.rows for f in fcs if f.kind == "lm_head"]
     source = Path(manifest["source"])

@@ -4,13 +4,15 @@ per-layer overhead.
 
 One generation step of a batch of N sequences, each attending over ``c`` cached tokens, takes
 
-    T = sum over FC layers f of  count_f * tiles_f * ceil(N/16) / TPS_f(system, N)      (FC GeMMs)
+    T = sum over FC layers f of  count_f * E_f * tiles_f * ceil(n_f/16) / TPS_f(system, n_f)  (FC GeMMs)
       + layers * max(N c kv_bytes / MBW, N c 2 q_dim / VFMA)                           (attention)
       + layers * N * elementwise_bytes / MBW                       (norms, rotary, residuals, MLP act.)
       + LM head GeMM (Roof-Surface, BF16 unless compressed) + N * vocab * 4 / MBW        (head, sampling)
       + layers * (t0 + t1 N) / f                                   (overhead, calibrated on Table 1)
 
-with TPS from ``roof.roof_surface`` (Eq. 1 with the tile reuse of N > 16). ``c`` is the average
+with TPS from ``roof.roof_surface`` (Eq. 1 with the tile reuse of N > 16). A dense layer has E = 1
+and n = N; an expert layer of E0 experts, k per token, has the E = E0 (1 - (1 - k/E0)^N) experts
+that N uniformly routed tokens touch on average, each taking n = ceil(N k / E) of them. ``c`` is the average
 context of the generation: prompt + (generated + 1) / 2. The systems differ in the FC GeMMs only:
 Baseline reads BF16 (no vector work), Software-only and DECA decompress on their engine, Optimal
 is the classic roofline of the compressed weights.
@@ -84,7 +86,16 @@ def fc_kernel(fc, dense_bf16=False):
 
 
 def weight_tiles(fc):
+    """Tiles of one of the layer's matrices, times its count (decoder layers)."""
     return math.ceil(fc.rows / TILE_ROWS) * math.ceil(fc.cols / TILE_COLS) * fc.count
+
+
+def routing(fc, n):
+    """(matrices of the layer a batch of N reads, the batch rows each of them multiplies)."""
+    if fc.experts == 1:
+        return 1, n
+    touched = fc.experts * (1 - (1 - fc.active / fc.experts) ** n)
+    return touched, math.ceil(n * fc.active / touched)
 
 
 class Engines:
@@ -139,8 +150,9 @@ def fc_time(platform, fc, n, system, engines):
     vo, source = engines.vo_tile(system, k)
     if vo is not None and math.isnan(vo):
         return math.nan, source
-    tps, _, _ = roof_surface(platform, k.ai_xm, None if vo is None else (math.inf if vo == 0 else 1 / vo), n)
-    return weight_tiles(fc) * tile_ops_per_weight_tile(n) / tps, source
+    matrices, rows = routing(fc, n)
+    tps, _, _ = roof_surface(platform, k.ai_xm, None if vo is None else (math.inf if vo == 0 else 1 / vo), rows)
+    return matrices * weight_tiles(fc) * tile_ops_per_weight_tile(rows) / tps, source
 
 
 def explicit_parts(platform, arch, n, ctx):
@@ -279,8 +291,8 @@ def gpu_latency(gpu, arch, n, ctx):
     roofline of their compressed bytes (decompression hides under GPU vector throughput, paper 9),
     attention and element-wise traffic at the GPU's bandwidth; no calibrated CPU overhead."""
     bw = gpu.bandwidth_gbs * 1e9 * GPU_BW_EFFICIENCY
-    gemm = sum(max(weight_tiles(fc) * fc_kernel(fc).bytes_per_tile / bw,
-                   2 * n * fc.rows * fc.cols * fc.count / (gpu.tflops * 1e12)) for fc in arch.fcs)
+    gemm = sum(max(routing(fc, n)[0] * weight_tiles(fc) * fc_kernel(fc).bytes_per_tile / bw,
+                   2 * n * fc.rows * fc.cols * fc.count * fc.active / (gpu.tflops * 1e12)) for fc in arch.fcs)
     kv = arch.layers * n * ctx * 2 * arch.kv_dim * 2 / bw
     act = arch.layers * n * 2 * ((NORM_RESIDUAL_H + ROTARY_H) * arch.hidden + (3 if arch.gated else 2) * arch.inter) / bw
     return gemm + kv + act + n * arch.vocab * 4 / bw
