@@ -212,10 +212,19 @@ def reproduce(log=print):
               "ratio": known[r["N"]] and r["latency_ms"] / known[r["N"]], "tokens_per_s": r["tokens_per_s"],
               "linear": r["tokens_per_s"] / (fig[0]["tokens_per_s"] * r["N"])} for r in fig]
     model_knee = knee(FIG17_BATCHES, [r["ms"] for r in fig17])
+    table1 = []
+    for mem, shares in (("spr-ddr", paper.TABLE1_DDR), ("spr-hbm", {(1, p): v for p, v in paper.TABLE1_HBM_N1.items()})):
+        for (n, prompt), want in shares.items():
+            r = evaluate(PRESETS[mem], preset("llama2-70b"), (n,), prompt, paper.LLM_GENERATE, engines, overhead,
+                         systems=("baseline",))[0]
+            table1.append({"memory": mem, "N": n, "prompt": prompt, "share": 100 * r["gemm_share"], "paper": want,
+                           "ratio": r["gemm_share"] * 100 / want,
+                           "use": "fitted" if (mem == "spr-hbm" and prompt == 128) else
+                           "its N = 16 / N = 1 growth used" if mem == "spr-ddr" and n in (1, 16) else "predicted"})
     return {
         "platform": hbm.describe(), "prompt": paper.LLM_PROMPT, "generate": paper.LLM_GENERATE,
         "inputs": inputs_statement(overhead),
-        "table6": cells, "speedups": speed, "table7": t7, "fig17": fig17,
+        "table1": table1, "table6": cells, "speedups": speed, "table7": t7, "fig17": fig17,
         "knee": {"model": model_knee, "paper": paper.FIG17_KNEE},
         "worst_cell": max(abs(c["ratio"] - 1) for c in cells),
         "worst_speedup": max(abs(s["ratio"] - 1) for s in speed),
@@ -261,9 +270,16 @@ FIG17_COLUMNS = {"N": ("N", "{}"), "ms": ("latency ms", "{:.1f}"), "paper": ("pa
                  "linear": ("of linear scaling", "{:.0%}")}
 
 
+T1_COLUMNS = {"memory": ("platform", "{}"), "N": ("N", "{}"), "prompt": ("prompt", "{}"),
+              "share": ("FC GeMM share %", "{:.1f}"), "paper": ("paper %", "{:.1f}"), "ratio": ("ratio", "{:.3f}"),
+              "use": ("calibration", "{}")}
+
+
 def paper_tables(rec):
     """(title, rows, columns) of the reproduction record's tables, for text and Markdown alike."""
     return [
+        ("Table 1: FC GeMM share of BF16 Llama2-70B's next-token time (the calibration's data)", rec["table1"],
+         T1_COLUMNS),
         ("Table 6: next-token latency (ms), SPR HBM, 128 + 128 tokens", rec["table6"], T6_COLUMNS),
         ("Table 6: DECA's speedup over SW-only", rec["speedups"], SPEEDUP_COLUMNS),
         ("Table 7: W4A16 (Q4) Llama2-70B, N = 1", rec["table7"], T7_COLUMNS),
