@@ -94,7 +94,10 @@ def from_config(cfg, name, source="config.json"):
         raise UsageError(f"{source}: not a JSON object")
     got = {}
     for field, (keys, what) in _FIELDS.items():
-        key = next((k for k in keys if k in cfg), None)
+        key = next((k for k in keys if cfg.get(k) is not None), None)
+        if field == "inter" and key is None and "n_inner" in cfg:  # GPT-2: null means 4 x the width
+            got[field] = 4 * got["hidden"]
+            continue
         if key is None:
             raise UsageError(f"{source}: missing {keys[0]!r} ({what})")
         got[field] = _positive(source, key, cfg[key])
