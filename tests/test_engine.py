@@ -65,6 +65,23 @@ def test_engines_measure_the_same_records(tmp_path, seed, workloads):
         assert (sum(r["squashes"] for r in runs["fast"]) > 0) == (squash_prob > 0)
 
 
+@pytest.mark.parametrize("engine", ["fast", pytest.param("python", marks=pytest.mark.slow)])
+def test_a_points_record_is_the_same_alone_and_after_other_points(tmp_path, seed, engine):
+    """A point measured alone and as the last of a simulator run gives the same record: nothing one
+    point leaves in the PE or the models changes the next (``deca run`` with any --jobs)."""
+    print(f"seed {seed}")
+    verilog = campaign_module._generate(8, 4, 2)
+    params = {"system": system("spr-hbm", squash_prob=0.005).as_dict(), "tiles": 4, "seed": seed, "loaders": 2}
+    last = Point(8, 4, "mxfp4@1", "tepl")
+    runs = []
+    for name, points in (("alone", [last]), ("after", [Point(8, 4, "bf8@0.2", "store"), Point(8, 4, "bf8@1", "tepl"),
+                                                       last])):
+        out = tmp_path / name
+        campaign_module._measure("verilator", verilog, 8, 4, points, {**params, "out": str(out)}, name, engine)
+        runs.append([read_records(out)[last.key]])
+    assert first_difference(*runs, ("alone", "after other points")) is None
+
+
 def test_first_difference_names_the_record_and_field():
     a = [{"key": "p", "cycles": 10, "vops": 4}, {"key": "q", "cycles": 12, "vops": 4}]
     assert first_difference(a, [dict(r) for r in a]) is None

@@ -118,17 +118,19 @@ async def measure_point(bench, point, system, tiles, seed):
 
 
 async def measure_points(bus, p, log, harness=Harness):
-    """Reset the PE behind ``bus`` and measure the points of the testbench parameters ``p`` one after
-    another, each record written to ``p["out"]`` as soon as it is measured. ``p``: the design's
+    """Measure the points of the testbench parameters ``p`` one after another on the PE behind ``bus``,
+    each from reset, each record written to ``p["out"]`` as soon as it is measured. ``p``: the design's
     parameters, ``system`` (a ``System`` as a dict), ``points``, ``tiles``, ``seed`` and ``out``;
     ``harness``: the Harness class (the fast engine's on its bus)."""
     system = System(**p["system"])
     bench = Bench(bus, {**{name: p[name] for name in ("W", "L", *DESIGN_PARAMS)}, "seed": p["seed"], "core": {},
                         "memory": system.memory_kwargs(), "prefetch_degree": system.prefetch_degree}, log, harness)
-    drive_idle(bus, bench.ports.inputs)
-    await reset(bus)
     for fields in p["points"]:
         point = Point(**fields)
+        # Each point from reset: what one leaves in the PE (tags, queues, prefetcher) must not change the
+        # next one's cycles, so that a record is the same however points are shared among runs.
+        drive_idle(bus, bench.ports.inputs)
+        await reset(bus)
         rec = await measure_point(bench, point, system, p["tiles"], p["seed"])
         write_record(p["out"], rec)
         log("%s: %.1f cycles per tile, bpv %.4f", point.key, rec["cycles_per_tile"], rec["bpv_measured"])
