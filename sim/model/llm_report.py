@@ -276,15 +276,15 @@ T1_COLUMNS = {"memory": ("platform", "{}"), "N": ("N", "{}"), "prompt": ("prompt
 
 
 def paper_tables(rec):
-    """(title, rows, columns) of the reproduction record's tables, for text and Markdown alike."""
-    return [
-        ("Table 1: FC GeMM share of BF16 Llama2-70B's next-token time (the calibration's data)", rec["table1"],
-         T1_COLUMNS),
-        ("Table 6: next-token latency (ms), SPR HBM, 128 + 128 tokens", rec["table6"], T6_COLUMNS),
-        ("Table 6: DECA's speedup over SW-only", rec["speedups"], SPEEDUP_COLUMNS),
-        ("Table 7: W4A16 (Q4) Llama2-70B, N = 1", rec["table7"], T7_COLUMNS),
-        ("Figure 17: BF16 Llama2-70B (Baseline) against N", rec["fig17"], FIG17_COLUMNS),
-    ]
+    """{key: (title, rows, columns)} of the reproduction record's tables, for text and Markdown alike."""
+    return {
+        "table1": ("Table 1: FC GeMM share of BF16 Llama2-70B's next-token time (the calibration's data)",
+                   rec["table1"], T1_COLUMNS),
+        "table6": ("Table 6: next-token latency (ms), SPR HBM, 128 + 128 tokens", rec["table6"], T6_COLUMNS),
+        "speedups": ("Table 6: DECA's speedup over SW-only", rec["speedups"], SPEEDUP_COLUMNS),
+        "table7": ("Table 7: W4A16 (Q4) Llama2-70B, N = 1", rec["table7"], T7_COLUMNS),
+        "fig17": ("Figure 17: BF16 Llama2-70B (Baseline) against N", rec["fig17"], FIG17_COLUMNS),
+    }
 
 
 def verdicts(rec):
@@ -307,7 +307,7 @@ def run_paper(args, log=print):
 
     rec = reproduce()
     log(f"Reproduction of the paper's section 8.4 on {rec['platform']}; paper-derived software costs")
-    for title, rows, columns in paper_tables(rec):
+    for title, rows, columns in paper_tables(rec).values():
         log(f"\n{title}")
         log(format_table(rows, columns))
     log("\nInputs")
@@ -324,7 +324,7 @@ def run_paper(args, log=print):
     plot = plot_llm_batch(fig, SYSTEM_NAMES, args.out / "fig17.png", "Llama2-70B BF16 on spr-hbm (paper, Fig. 17)",
                           rec["knee"]["model"])
     lines = ["# The paper's Tables 6 and 7 and Figure 17", "", "Reproduce: `deca model llm --paper`", ""]
-    for title, rows, columns in paper_tables(rec):
+    for title, rows, columns in paper_tables(rec).values():
         lines += [f"## {title}", "", markdown_table(rows, columns), ""]
     lines += ["## Verdicts", "", *(f"- {v}" for v in verdicts(rec)), "", f"![fig17]({plot.name})"]
     (args.out / "paper.md").write_text("\n".join(lines) + "\n")
