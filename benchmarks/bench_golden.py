@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_golden.py [--size 4096] [--repeat 5] [--densities 1,0.5]
     .venv/bin/python benchmarks/bench_golden.py --smoke      # tiny sizes, one repeat: checks it runs
+    .venv/bin/python benchmarks/bench_golden.py --json out/golden/golden.json   # also the record
 
 Runs in one thread of one process (numba kernels, no parallel loops). Prints, per scheme and
 density, the median CPU time of this process over the repeats (``time.process_time``: the speed
@@ -12,8 +13,12 @@ made before timing.
 """
 
 import argparse
+import json
+import shlex
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -41,6 +46,7 @@ def main(argv=None):
     p.add_argument("--schemes", default=",".join(SCHEMES))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="64 x 96 weights, one repeat (for CI)")
+    p.add_argument("--json", type=Path, help="also write the rows to this JSON file (deca docs record golden)")
     args = p.parse_args(argv)
     shape = (64, 96) if args.smoke else (args.size, args.size)
     repeat = 1 if args.smoke else args.repeat
@@ -49,6 +55,7 @@ def main(argv=None):
     print(f"compress() and decompress() on {shape[0]} x {shape[1]} float32, median of {repeat} runs, seed {args.seed}")
     print(f"{'scheme':>9} {'density':>7} {'compress':>9} {'M weights/s':>11} {'wall s':>7} {'decompress':>10} "
           f"{'M weights/s':>11} {'wall s':>7}")
+    rows = []
     for scheme in args.schemes.split(","):
         kwargs = {"codebook": CODEBOOK} if scheme == "codebook" else {}
         for density in (float(d) for d in args.densities.split(",")):
@@ -58,6 +65,15 @@ def main(argv=None):
             d_cpu, d_wall, _ = median_times(lambda: decompress(cm), repeat)
             print(f"{scheme:>9} {density:7.2f} {c_cpu:8.3f}s {w.size / max(c_cpu, 1e-9) / 1e6:11.1f} {c_wall:7.3f} "
                   f"{d_cpu:9.3f}s {w.size / max(d_cpu, 1e-9) / 1e6:11.1f} {d_wall:7.3f}", flush=True)
+            rows.append({"scheme": scheme, "density": density, "compress_cpu_s": c_cpu, "compress_wall_s": c_wall,
+                         "compress_mws": w.size / max(c_cpu, 1e-9) / 1e6, "decompress_cpu_s": d_cpu,
+                         "decompress_wall_s": d_wall, "decompress_mws": w.size / max(d_cpu, 1e-9) / 1e6})
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        command = "python benchmarks/bench_golden.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+        args.json.write_text(json.dumps({"shape": list(shape), "repeat": repeat, "seed": args.seed,
+                                         "command": command.strip(), "rows": rows}, indent=1) + "\n")
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

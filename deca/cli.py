@@ -182,6 +182,9 @@ def build_parser():
     from deca.baseline.cli import add_baseline_parser
     add_baseline_parser(sub)
 
+    from deca.docs import add_docs_parser
+    add_docs_parser(sub)
+
     g = sub.add_parser("generate", help="write synthesizable Verilog of the DECA PE for one (W, L)")
     g.add_argument("--W", type=int, default=32, help="elements per vOp: 8, 16, 32 or 64 (default 32)")
     g.add_argument("--L", type=int, default=8, help="big LUTs, a power of two <= W (default 8)")

@@ -70,7 +70,7 @@ ensure_cxx() {
 }
 
 # The fast measurement engine compiles the Verilated PE with clang++ where installed: its model runs
-# about 1.4x faster than g++'s and compiles in half the time (README). g++ serves without it.
+# about 1.4x faster than g++'s and compiles in half the time (docs/engine.md). g++ serves without it.
 ensure_clang() {
     command -v clang++ >/dev/null && return 0
     apt_install clang && command -v clang++ >/dev/null && return 0

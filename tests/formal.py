@@ -55,7 +55,7 @@ class _Top(Elaboratable):
 def tool(name):
     path = shutil.which(name, path=SCRIPTS) or shutil.which(name)
     if path is None:
-        raise RuntimeError(f"{name} not found: install the project with its dependencies (README, setup)")
+        raise RuntimeError(f"{name} not found: install the project with its dependencies (docs/getting-started.md, setup)")
     return path
 
 

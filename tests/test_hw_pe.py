@@ -180,7 +180,7 @@ class ProbedPipeline(pe.Pipeline):
 @pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), pytest.param(64, 64, 3, marks=pytest.mark.slow)],
                          ids=["W8L4", "W64L64-ld3"])
 def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monkeypatch, seed):
-    """Rows stream (README, TOut): with the core always ready, row r of a tile leaves exactly
+    """Rows stream (docs/pe/tout.md): with the core always ready, row r of a tile leaves exactly
     ROW_LATENCY cycles after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of
     the tile), unless the previous beat left in that same cycle, and then the cycle after that beat."""
     print(f"seed {seed}")

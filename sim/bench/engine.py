@@ -44,7 +44,7 @@ SOURCES = (CSRC / "harness.cpp", CSRC / "pcg64.h")
 ENGINE_ROOT = BUILD_ROOT.parent / "engine"
 #: The engine's C++ compilers by preference ($DECA_ENGINE_CXX names another): the Verilated W = 32,
 #: L = 8 PE compiled by clang++ 14 ran 1.4x the cycles per CPU second of g++ 12's, both at -O2, and
-#: compiled in 33 s against 80 s (README, "The measurement engine").
+#: compiled in 33 s against 80 s (docs/engine.md).
 ENGINE_CXX = ("clang++", "c++")
 #: The Verilated model's hot code (OPT_FAST; with g++ -Os runs 25% slower, -O3 -march=native no faster) and
 #: Verilator's runtime (OPT_GLOBAL); its run-once code (OPT_SLOW) stays unoptimized, which compiles

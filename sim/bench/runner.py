@@ -61,7 +61,7 @@ endmodule
 
 #: The Verilated model's hot code unoptimized: a cocotb testbench spends its time in Python, and
 #: the W = 32, L = 8 PE then compiles in 82 s on 2 cores, a file of its model in 9 s against 38 s
-#: at verilated.mk's -Os (README, "Verification and debugging with waves").
+#: at verilated.mk's -Os (docs/verification.md).
 TESTBENCH_OPT = ("-MAKEFLAGS", "OPT_FAST=-O0")
 
 

@@ -12,8 +12,8 @@ from .cores import LINK_LATENCY, TEPL_QUEUE, check_cycles
 #: L2 hit latency of a DECA line read, in cycles (Sapphire Rapids' L2 is about 16 cycles).
 HIT_LATENCY = (14, 18)
 #: Latency of a line fetched from memory, from the request to its arrival in L2, in cycles: 40 to
-#: 56 ns at 2.5 GHz. The paper does not give its simulator's; longer latencies are measured in the
-#: README (at 200-260 cycles, prefetching 5 tiles ahead no longer hides them below 20% density).
+#: 56 ns at 2.5 GHz. The paper does not give its simulator's; longer latencies are discussed in
+#: docs/measuring.md (at 200-260 cycles, prefetching 5 tiles ahead no longer hides them below 20% density).
 MISS_LATENCY = (100, 140)
 
 

@@ -22,7 +22,7 @@ from deca.toolchain import SIMULATORS
 RUN_WORKLOADS = ("bf8@1", "bf8@0.5", "bf8@0.2", "bf8@0.05", "mxfp4@1", "bf16@0.5")
 SWEEP_W, SWEEP_L = (8, 16, 32, 64), (4, 8, 16, 32, 64)
 SWEEP_SCHEMES, SWEEP_DENSITIES = ("bf8", "mxfp4", "bf16"), (1.0, 0.5, 0.2, 0.05)
-#: Why the measured utilizations can differ from the paper's Table 4 (see the README).
+#: Why the measured utilizations can differ from the paper's Table 4 (docs/measuring.md).
 TABLE4_NOTE = (
     "Where the measured utilizations differ from the paper's: at low density a tile needs few vOps and "
     "90 bytes, and the loaders bound the rate. Each loader holds two tiles (its tile contexts), so the "

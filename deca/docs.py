@@ -1,0 +1,484 @@
+"""The documentation's generated parts: result tables rendered from the records under
+``docs/results/`` into the Markdown files between marker comments, and the CLI reference built from
+the argparse parsers.
+
+A results folder holds what a tool wrote (``deca run``/``deca sweep``: ``results.json`` and
+``settings.json``; ``deca baseline``: ``platform.json``; ``deca synth``: its JSON records;
+``benchmarks/bench_golden.py --json``: ``golden.json``) and ``meta.json``: the commit of the design
+measured, the machine's CPU and the command that measured it, written by ``deca docs record``.
+
+In a document, ``<!-- results:NAME -->`` ... ``<!-- /results -->`` is replaced by table NAME
+(``TABLES``) and a line naming its records, commit, CPU and command.
+"""
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+from contextlib import chdir, redirect_stdout
+from pathlib import Path
+
+from deca.errors import UsageError
+
+RESULTS = Path("docs/results")
+MARKER = re.compile(r"(<!-- results:([a-z0-9-]+) -->\n)(.*?)(<!-- /results -->)", re.S)
+
+#: The records folder each kind of measurement is kept in, the files copied from the tool's output
+#: folder into it, and the command that refreshes it (run from the repository root).
+KINDS = {
+    "run": (("results.json", "settings.json"), "deca run --seed 1 --jobs 1 --out out/run"),
+    "sweep": (("results.json", "settings.json"), "deca sweep --seed 1 --jobs 1 --out out/sweep"),
+    "baseline": (("platform.json",), "deca baseline --out out/baseline"),
+    "golden": (("golden.json",), "python benchmarks/bench_golden.py --json out/golden/golden.json"),
+    "synth": (("*.json",), "deca synth --W 32 --L 8 --out out/synth"),
+}
+
+
+# Recording ----------------------------------------------------------------------------------------
+
+
+def cpu_model():
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else ():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def head_commit(root):
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True, capture_output=True,
+                              text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        raise UsageError(f"{root} is not a git checkout: give the commit measured with --commit") from None
+
+
+def record(root, kind, source, commit=None, command=None):
+    """Copy a tool's output files from ``source`` into ``docs/results/KIND/`` and stamp it."""
+    if kind not in KINDS:
+        raise UsageError(f"unknown records kind {kind!r}; choose from {', '.join(KINDS)}")
+    source = Path(source)
+    patterns, default_command = KINDS[kind]
+    files = [p for pattern in patterns for p in sorted(source.glob(pattern)) if p.name != "meta.json"]
+    missing = [p for p in patterns if "*" not in p and not (source / p).is_file()]
+    if missing or not files:
+        raise UsageError(f"{source} lacks {', '.join(missing or patterns)}: is it the output folder of "
+                         f"'{default_command}'?")
+    dest = root / RESULTS / kind
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for path in files:
+        shutil.copyfile(path, dest / path.name)
+    meta = {"commit": commit or head_commit(root), "cpu": cpu_model(),
+            "command": command or _tool_command(dest, kind) or default_command}
+    (dest / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return dest
+
+
+def _tool_command(folder, kind):
+    """The command a tool wrote into its own records, when it does."""
+    if kind == "baseline":
+        return json.loads((folder / "platform.json").read_text()).get("command")
+    if kind == "golden":
+        return json.loads((folder / "golden.json").read_text()).get("command")
+    return None
+
+
+# Rendering ----------------------------------------------------------------------------------------
+
+
+class Records:
+    """The records folders of one checkout, read on demand."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    def folder(self, kind):
+        return self.root / RESULTS / kind
+
+    def meta(self, kind):
+        path = self.folder(kind) / "meta.json"
+        if not path.is_file():
+            raise UsageError(f"{path} is missing: record the measurement with 'deca docs record {kind} FOLDER'")
+        return json.loads(path.read_text())
+
+    def json(self, kind, name):
+        path = self.folder(kind) / name
+        if not path.is_file():
+            raise UsageError(f"{path} is missing: record it with 'deca docs record {kind} FOLDER'")
+        return json.loads(path.read_text())
+
+    def measurements(self, kind):
+        return self.json(kind, "results.json")
+
+    def synth_results(self):
+        """Every synthesized design in ``docs/results/synth/``: a ``deca synth --sweep`` JSON (its
+        ``results``) or one result per file; the last file wins for a design found twice."""
+        from deca.synth.flow import SynthResult
+
+        found = {}
+        for path in sorted(self.folder("synth").glob("*.json")):
+            if path.name == "meta.json":
+                continue
+            doc = json.loads(path.read_text())
+            for d in doc.get("results", [doc]) if isinstance(doc, dict) else doc:
+                if isinstance(d, dict) and "total" in d and "blocks" in d:
+                    r = SynthResult.from_dict(d)
+                    found[(r.W, r.L, r.loaders, r.design, r.tech)] = r
+        return [found[k] for k in sorted(found, key=lambda k: tuple(str(v) for v in k))]
+
+
+def provenance(records, kind, command=None):
+    meta = records.meta(kind)
+    return (f"*Records: `{RESULTS / kind}/`, measured on commit `{meta['commit']}` on {meta['cpu']}; "
+            f"reproduce with `{command or meta['command']}`, then `deca docs record {kind} FOLDER` and "
+            "`deca docs render`.*")
+
+
+def _md(rows, columns):
+    from deca.sim.measure.report import _markdown
+
+    return _markdown(rows, columns)
+
+
+def _drop(columns, *keys):
+    return {k: v for k, v in columns.items() if k not in keys}
+
+
+def table_run(records):
+    from deca.sim.measure.report import SUMMARY_COLUMNS, summary_rows
+
+    recs = records.measurements("run")
+    return _md(summary_rows(recs), _drop(SUMMARY_COLUMNS, "W", "L", "tiles")), "run"
+
+
+def table_table4(records):
+    from deca.sim.measure.report import TABLE4_COLUMNS, table4_rows
+
+    return _md(table4_rows(records.measurements("run")), TABLE4_COLUMNS), "run"
+
+
+def table_modes(records):
+    from deca.sim.measure.report import MODES_COLUMNS, modes_rows
+
+    return _md(modes_rows(records.measurements("run")), _drop(MODES_COLUMNS, "W", "L")), "run"
+
+
+def table_software(records):
+    from deca.sim.measure.report import SOFTWARE_COLUMNS, software_rows
+    from deca.sim.model.measured import measured_engine
+
+    platform = records.folder("baseline") / "platform.json"
+    measured = measured_engine(platform) if platform.is_file() else None
+    rows = [r for r in software_rows(records.measurements("run"), measured) if r["mode"] == "tepl"]
+    return _md(rows, _drop(SOFTWARE_COLUMNS, "W", "L", "mode")), "run"
+
+
+def table_sweep(records):
+    from deca.sim.measure.records import design_rows
+    from deca.sim.measure.report import DESIGN_COLUMNS, with_loaders
+
+    recs = records.measurements("sweep")
+    return _md(design_rows(recs), with_loaders(DESIGN_COLUMNS, recs)), "sweep"
+
+
+def table_sweep_grid(records):
+    """Cycles per tile, one row per design, one column per workload."""
+    recs = [r for r in records.measurements("sweep") if r["mode"] == "tepl"]
+    workloads = list(dict.fromkeys(r["workload"] for r in recs))
+    designs = sorted({(r["W"], r["L"], r["loaders"]) for r in recs})
+    by = {((r["W"], r["L"], r["loaders"]), r["workload"]): r["cycles_per_tile"] for r in recs}
+    loaders = len({d[2] for d in designs}) > 1
+    head = ["W", "L", *(["loaders"] if loaders else []), *workloads]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for d in designs:
+        cells = [str(d[0]), str(d[1]), *([str(d[2])] if loaders else []),
+                 *(f"{by[d, w]:.1f}" if (d, w) in by else "-" for w in workloads)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines), "sweep"
+
+
+def table_bpv(records):
+    from deca.sim.measure.report import bpv_outliers
+
+    rows = []
+    for kind in ("run", "sweep"):
+        recs = records.measurements(kind)
+        worst = max(recs, key=lambda r: abs(r["bpv_measured"] - r["bpv_analytic"]))
+        rows.append(f"| `deca {kind}` | {len(recs)} | {len(recs) - len(bpv_outliers(recs))} | {worst['key']}: "
+                    f"{worst['bpv_measured']:.3f} against {worst['bpv_analytic']:.3f} |")
+    head = "| campaign | points | bpv within max(3%, 0.02) of the closed form | largest gap |\n|---|---|---|---|"
+    return head + "\n" + "\n".join(rows), "sweep"
+
+
+def table_baseline(records):
+    doc = records.json("baseline", "platform.json")
+    rows = [{"workload": f"{w['scheme']}@{w['density']:g}", "class": w.get("class", ""),
+             "bytes": w["bytes_per_tile"], "l2": w["l2_cycles_per_tile"]["median"],
+             "l2_min": w["l2_cycles_per_tile"]["min"], "dram": w["dram_cycles_per_tile"]["median"],
+             "dram_min": w["dram_cycles_per_tile"]["min"], "slow": w["slow_tiles_per_pass"]}
+            for w in doc["workloads"]]
+    la = doc["load_average"]
+    text = _md(rows, {"workload": ("workload", "{}"), "bytes": ("B/tile", "{:.0f}"),
+                      "l2": ("L2 median", "{:.1f}"), "l2_min": ("L2 min", "{:.1f}"),
+                      "dram": ("DRAM median", "{:.1f}"), "dram_min": ("DRAM min", "{:.1f}"),
+                      "slow": ("slow-path tiles per pass", "{}")})
+    note = (f"Core cycles per 16 x 32 tile to BF16, **{doc['path']} path**, core ~{doc['core_ghz']:.2f} GHz "
+            f"(estimated), TSC {doc['tsc_ghz']:.2f} GHz; streaming read bandwidth "
+            f"{doc['stream_bytes_per_cycle']:.2f} bytes per core cycle; load average {la['before'][0]:.1f} before, "
+            f"{la['after'][0]:.1f} after, on {doc['machine']['cpus_online']} CPUs.")
+    return note + "\n\n" + text, "baseline"
+
+
+def table_golden(records):
+    doc = records.json("golden", "golden.json")
+    rows = doc["rows"]
+    note = (f"`compress` and `decompress` of a {doc['shape'][0]} x {doc['shape'][1]} float32 matrix, median of "
+            f"{doc['repeat']} runs, CPU seconds of one process (seed {doc['seed']}).")
+    return note + "\n\n" + _md(rows, {
+        "scheme": ("scheme", "{}"), "density": ("density", "{:g}"),
+        "compress_cpu_s": ("compress CPU s", "{:.3f}"), "compress_mws": ("compress M weights/s", "{:.0f}"),
+        "decompress_cpu_s": ("decompress CPU s", "{:.3f}"), "decompress_mws": ("decompress M weights/s", "{:.0f}"),
+    }), "golden"
+
+
+def table_golden_summary(records):
+    rows = records.json("golden", "golden.json")["rows"]
+    comp = [r["compress_mws"] for r in rows]
+    dec = [r["decompress_mws"] for r in rows]
+    text = ("| tool | what | speed |\n|---|---|---|\n"
+            f"| golden `compress` | {len(rows)} scheme and density cases | {min(comp):.0f} to {max(comp):.0f} "
+            "M weights per CPU second |\n"
+            f"| golden `decompress` | the same | {min(dec):.0f} to {max(dec):.0f} M weights per CPU second |")
+    return text, "golden"
+
+
+def _printed(argv, root):
+    """What ``deca ARGV`` prints when run in ``root`` (paths in it stay relative), as a text block."""
+    from deca.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    out = io.StringIO()
+    with redirect_stdout(out), chdir(root):
+        args.func(args)
+    return "```text\n" + out.getvalue().rstrip() + "\n```"
+
+
+def table_model(records):
+    """What `deca model table` prints with the recorded software baseline."""
+    return _printed(["model", "table", "--baseline", str(RESULTS / "baseline" / "platform.json")], records.root), \
+        "baseline"
+
+
+def table_model_paper(records):
+    """The model's Table 2 alone: computed, not measured, so no records."""
+    return _printed(["model", "table", "--baseline", "none"], records.root), None
+
+
+_SYNTH_DESIGN = {
+    "W": ("W", "{}"), "L": ("L", "{}"), "loaders": ("loaders", "{}"), "area": ("area µm²", "{:,.0f}"),
+    "area56": ("x 56, mm²", "{:.2f}"), "flip_flops": ("flip-flops", "{:,}"), "macros": ("macros", "{}"),
+    "critical": ("critical path ps", "{:.0f}"), "fmax": ("fmax GHz", "{:.2f}"), "power": ("power mW", "{:.1f}"),
+}
+
+
+def _synth_asic(records):
+    results = [r for r in records.synth_results() if r.tech != "generic" and r.timing]
+    if not results:
+        raise UsageError(f"no standard-cell 'deca synth' records in {records.folder('synth')}")
+    return results
+
+
+def table_synth(records):
+    rows = [{"W": r.W, "L": r.L, "loaders": r.loaders, "area": r.total.area, "area56": r.total.area * 56 / 1e6,
+             "flip_flops": r.total.flip_flops, "macros": r.total.macros, "critical": r.timing["critical_ps"],
+             "fmax": r.timing["fmax_ghz"], "power": r.total.power_mw} for r in _synth_asic(records)]
+    return _md(rows, _SYNTH_DESIGN), "synth"
+
+
+def table_synth_blocks(records):
+    """Area and power of each block of the paper, per design."""
+    from deca.synth.blocks import BLOCK_NAMES
+
+    results = _synth_asic(records)
+    names = [b for b in BLOCK_NAMES if any(b in r.blocks for r in results)]
+    head = ["W", "L", "loaders", *names, "whole PE"]
+    lines = ["Area in µm² and power in mW of each block.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cell = lambda s: f"{s.area:,.0f} µm², {s.power_mw:.1f} mW" if s.power_mw is not None else f"{s.area:,.0f} µm²"  # noqa: E731
+        lines.append("| " + " | ".join([str(r.W), str(r.L), str(r.loaders),
+                                        *(cell(r.blocks[b]) if b in r.blocks else "-" for b in names),
+                                        cell(r.total)]) + " |")
+    return "\n".join(lines), "synth"
+
+
+def table_synth_paper(records):
+    """The paper's W = 32, L = 8 design against section 7.4: 56 PEs' area and power, clock, area split."""
+    from deca.synth.blocks import PAPER_AREA_MM2, PAPER_GHZ, PAPER_PES, PAPER_POINT, PAPER_POWER_W, PAPER_SPLIT
+    from deca.synth.report import paper_split
+
+    r = next((r for r in _synth_asic(records) if (r.W, r.L) == PAPER_POINT and r.design == "pe"), None)
+    if r is None:
+        raise UsageError(f"no 'deca synth' record of the W = {PAPER_POINT[0]}, L = {PAPER_POINT[1]} PE in "
+                         f"{records.folder('synth')}")
+    shares = paper_split(r)
+    power = "-" if r.total.power_mw is None else f"{r.total.power_mw * PAPER_PES / 1e3:.2f} W"
+    lines = [f"| W = {PAPER_POINT[0]}, L = {PAPER_POINT[1]}, {r.loaders} loaders | this PE (ASAP7) | paper (7 nm) |",
+             "|---|---|---|",
+             f"| area of {PAPER_PES} PEs | {r.total.area * PAPER_PES / 1e6:.2f} mm² | {PAPER_AREA_MM2} mm² |",
+             f"| power of {PAPER_PES} PEs at {PAPER_GHZ} GHz | {power} | {PAPER_POWER_W} W |",
+             f"| clock | {r.timing['fmax_ghz']:.2f} GHz ({r.timing['critical_ps']:.0f} ps) | {PAPER_GHZ} GHz |",
+             *(f"| area share: {g} | {shares[g]:.0%} | {PAPER_SPLIT[g]:.0%} |" for g in PAPER_SPLIT)]
+    return "\n".join(lines), "synth"
+
+
+#: Table name -> (function(Records) returning (Markdown, the records kind it comes from), that kind).
+TABLES = {
+    "run": (table_run, "run"), "table4": (table_table4, "run"), "modes": (table_modes, "run"),
+    "software": (table_software, "run"), "sweep": (table_sweep, "sweep"), "sweep-grid": (table_sweep_grid, "sweep"),
+    "bpv": (table_bpv, "sweep"), "baseline": (table_baseline, "baseline"), "golden": (table_golden, "golden"),
+    "golden-summary": (table_golden_summary, "golden"), "model-table": (table_model, "baseline"),
+    "model-table2": (table_model_paper, None),
+    "synth": (table_synth, "synth"), "synth-blocks": (table_synth_blocks, "synth"),
+    "synth-paper": (table_synth_paper, "synth"),
+}
+
+
+def render_table(records, name):
+    if name not in TABLES:
+        raise UsageError(f"unknown results table {name!r}; known: {', '.join(TABLES)}")
+    fn, kind = TABLES[name]
+    if kind is None:
+        return f"{fn(records)[0]}\n\n*Computed by the model, not measured: `deca docs render` runs it again.*\n"
+    if not (records.folder(kind) / "meta.json").is_file():
+        return (f"*No records in `{RESULTS / kind}/` yet: measure with `{KINDS[kind][1]}`, then "
+                f"`deca docs record {kind} FOLDER` and `deca docs render`.*\n")
+    text, kind = fn(records)
+    return f"{text}\n\n{provenance(records, kind)}\n"
+
+
+def documents(root):
+    """The Markdown files that may hold result tables: README.md and every page under docs/."""
+    root = Path(root)
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def render_text(text, records):
+    return MARKER.sub(lambda m: m.group(1) + render_table(records, m.group(2)) + m.group(4), text)
+
+
+def render(root, check=False):
+    """Fill every marker of every document; with ``check``, change nothing and return the documents
+    whose tables differ from their records."""
+    records = Records(root)
+    stale = []
+    for path in documents(root):
+        text = path.read_text()
+        new = render_text(text, records)
+        if new != text:
+            stale.append(path)
+            if not check:
+                path.write_text(new)
+    return stale
+
+
+# The CLI reference ---------------------------------------------------------------------------------
+
+
+def subparsers(parser, prefix=()):
+    """(command words, parser) of every subcommand, depth first, in the order they were added."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*prefix, name), sub
+                yield from subparsers(sub, (*prefix, name))
+
+
+def options(parser):
+    """The option strings of a parser (--W, -o, ...)."""
+    return {s for action in parser._actions for s in action.option_strings}
+
+
+def cli_reference():
+    """Markdown of every ``deca`` command's ``--help``, at a fixed width."""
+    from deca.cli import build_parser
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parser = build_parser()
+        parts = ["# CLI reference", "",
+                 "Every `deca` command with its `--help`, generated from the parsers when the site is built.", "",
+                 "```text", parser.format_help().rstrip(), "```"]
+        for words, sub in subparsers(parser):
+            parts += ["", f"{'#' * (1 + len(words))} deca {' '.join(words)}", "", "```text",
+                      sub.format_help().rstrip(), "```"]
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+    return "\n".join(parts) + "\n"
+
+
+def architecture_page():
+    return (Path(__file__).resolve().parent.parent / "ARCHITECTURE.md").read_text()
+
+
+#: Pages of the site made when it is built (scripts/mkdocs_hooks.py), so they cannot disagree with
+#: their source: page name -> function returning its Markdown.
+GENERATED_PAGES = {"cli.md": cli_reference, "architecture.md": architecture_page}
+
+
+# The command -------------------------------------------------------------------------------------
+
+
+def add_docs_parser(sub):
+    d = sub.add_parser("docs", help="render the documentation's result tables from docs/results/, or record a "
+                                    "measurement there")
+    dsub = d.add_subparsers(dest="docs_command", required=True, metavar="ACTION")
+    r = dsub.add_parser("render", help="fill every results table of README.md and docs/ from docs/results/")
+    r.add_argument("--check", action="store_true", help="change nothing; exit 1 if a document's table differs "
+                                                        "from its records")
+    r.add_argument("--root", type=Path, default=Path("."), help="repository root (default: the current folder)")
+    r.set_defaults(func=cmd_render)
+    c = dsub.add_parser("record", help="copy a tool's output folder into docs/results/KIND/ with the commit and CPU")
+    c.add_argument("kind", choices=list(KINDS), help="which measurement: " + ", ".join(KINDS))
+    c.add_argument("folder", type=Path, help="the tool's output folder (e.g. out/run)")
+    c.add_argument("--commit", help="commit of the design measured (default: git rev-parse --short HEAD)")
+    c.add_argument("--command", help="the command that measured it (default: the one the tool wrote, or the "
+                                     "kind's usual command)")
+    c.add_argument("--root", type=Path, default=Path("."), help="repository root (default: the current folder)")
+    c.set_defaults(func=cmd_record)
+
+
+def _root(path):
+    if not (path / "mkdocs.yml").is_file():
+        raise UsageError(f"{path.resolve()} is not the repository root (no mkdocs.yml): run from there or give --root")
+    return path
+
+
+def cmd_render(args):
+    root = _root(args.root)
+    stale = render(root, check=args.check)
+    names = ", ".join(str(p.relative_to(root)) for p in stale)
+    if args.check:
+        if stale:
+            print(f"tables differ from their records in: {names} (run 'deca docs render')")
+            raise SystemExit(1)
+        print("every results table matches its records")
+    else:
+        print(f"rendered: {names}" if stale else "every results table was already up to date")
+
+
+def cmd_record(args):
+    dest = record(_root(args.root), args.kind, args.folder, args.commit, args.command)
+    print(f"recorded {args.folder} in {dest} (meta.json: commit, CPU, command); now run 'deca docs render'")
+

@@ -1,0 +1,153 @@
+"""The documentation: the site builds strictly, every results table equals what its records render,
+every `deca` command and option the documents name exists, every repository path they name exists."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deca.cli import build_parser, main
+from deca.docs import GENERATED_PAGES, KINDS, MARKER, TABLES, Records, cli_reference, documents, options, record, render, render_text, subparsers
+from deca.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = documents(ROOT)
+TOP_FOLDERS = ("golden", "hw", "sim", "synth", "baseline", "deca", "tests", "scripts", "benchmarks", "docs")
+
+
+def test_site_builds_strictly(tmp_path):
+    """mkdocs.yml's validation turns a broken link or anchor and a page left out of the nav into
+    warnings, which --strict makes fatal."""
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "site" / "cli" / "index.html").is_file()
+    assert (tmp_path / "site" / "pe" / "loaders" / "index.html").is_file()
+
+
+def test_every_results_table_equals_its_records():
+    stale = render(ROOT, check=True)
+    assert not stale, f"tables differ from their records in {[str(p.relative_to(ROOT)) for p in stale]}: " \
+                      "run 'deca docs render'"
+    # The markers are used, and only known tables.
+    names = {m.group(2) for path in DOCS for m in MARKER.finditer(path.read_text())}
+    assert {"table4", "run", "sweep", "baseline", "golden", "synth"} <= names
+    assert names <= set(TABLES)
+
+
+def test_render_fills_a_stale_table_and_leaves_the_rest(tmp_path):
+    text = "before\n<!-- results:table4 -->\n| typed | by hand |\n<!-- /results -->\nafter\n"
+    records = Records(ROOT)
+    out = render_text(text, records)
+    assert "typed" not in out and out.startswith("before\n<!-- results:table4 -->\n") and out.endswith("after\n")
+    assert "| density | MEM | TMUL | DECA |" in out and "docs/results/run/" in out
+    assert render_text(out, records) == out
+    with pytest.raises(UsageError, match="unknown results table 'nosuch'"):
+        render_text("<!-- results:nosuch -->\n<!-- /results -->\n", records)
+    # No records yet: the table says how to make them instead of showing numbers.
+    empty = Records(tmp_path)
+    assert "No records in `docs/results/run/` yet" in render_text(text, empty)
+
+
+def test_record_copies_a_tools_output_and_stamps_it(tmp_path, capsys):
+    (tmp_path / "mkdocs.yml").write_text("")
+    source = tmp_path / "out" / "run"
+    source.mkdir(parents=True)
+    (source / "results.json").write_text("[]")
+    (source / "settings.json").write_text("{}")
+    main(["docs", "record", "run", str(source), "--root", str(tmp_path), "--commit", "abc1234"])
+    meta = json.loads((tmp_path / "docs" / "results" / "run" / "meta.json").read_text())
+    assert meta["commit"] == "abc1234" and meta["cpu"] and meta["command"].startswith("deca run")
+    assert (tmp_path / "docs" / "results" / "run" / "results.json").read_text() == "[]"
+    with pytest.raises(UsageError, match="lacks settings.json"):
+        (source / "settings.json").unlink()
+        record(tmp_path, "run", source)
+
+
+def test_render_check_exits_1_on_a_stale_document(tmp_path):
+    (tmp_path / "mkdocs.yml").write_text("")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("<!-- results:golden -->\nstale\n<!-- /results -->\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["docs", "render", "--check", "--root", str(tmp_path)])
+    assert exc.value.code == 1
+    main(["docs", "render", "--root", str(tmp_path)])
+    assert "No records in `docs/results/golden/` yet" in (tmp_path / "README.md").read_text()
+    main(["docs", "render", "--check", "--root", str(tmp_path)])
+
+
+def _code(text):
+    """The code of a Markdown text: fenced blocks' lines and inline code spans."""
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M)
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"^```[^\n]*\n.*?^```", "", text, flags=re.S | re.M))
+    return [line for block in blocks for line in block.splitlines()] + inline
+
+
+def _deca_commands(text):
+    """(command words, the rest of the line) of every `deca ...` written in the code of a text."""
+    for line in _code(text):
+        for m in re.finditer(r"(?<![\w./-])deca ((?:[a-z]+ ?)+)(.*)", line.split(" # ")[0]):
+            words = m.group(1).split()
+            yield words, " ".join(words) + " " + m.group(2)
+
+
+def test_every_command_and_option_named_exists():
+    parser = build_parser()
+    commands = {words: sub for words, sub in subparsers(parser)}
+    checked = 0
+    for path in DOCS:
+        for words, line in _deca_commands(path.read_text()):
+            name = (words[0],)
+            assert name in commands, f"{path.name}: 'deca {words[0]}' is not a deca command ({line!r})"
+            if (*name, words[1] if len(words) > 1 else "") in commands:
+                name = (*name, words[1])
+            elif len(words) > 1 and any(len(k) == 2 and k[0] == name[0] for k in commands):
+                pytest.fail(f"{path.name}: 'deca {' '.join(words)}' names no subcommand of 'deca {name[0]}'")
+            known = options(commands[name])
+            for option in re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", line):
+                assert option in known, f"{path.name}: 'deca {' '.join(name)}' has no option {option} ({line!r})"
+            checked += 1
+    assert checked > 50
+
+
+def test_cli_reference_is_every_commands_help():
+    text = cli_reference()
+    for words, sub in subparsers(build_parser()):
+        assert f"deca {' '.join(words)}\n" in text
+        for option in options(sub):
+            assert option in text
+
+
+def _links(text):
+    return re.findall(r"\]\(([^)\s]+)\)", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))
+
+
+def test_repository_paths_named_in_the_documents_exist():
+    missing = []
+    for path in DOCS:
+        text = path.read_text()
+        for link in _links(text):
+            target = link.split("#")[0]
+            if target and "://" not in target and target not in GENERATED_PAGES \
+                    and not (path.parent / target).exists():
+                missing.append(f"{path.relative_to(ROOT)}: link {link}")
+        for span in re.findall(r"`([^`\s]+)`", text):
+            span = span.split("::")[0]
+            # A records folder exists once its measurement is recorded (the table says how until then).
+            records_folder = re.fullmatch(r"docs/results/(\w+)/?", span)
+            if records_folder and records_folder.group(1) in KINDS:
+                continue
+            if span.split("/")[0] in TOP_FOLDERS and "/" in span and not re.search(r"[<*{]", span):
+                if not (ROOT / span).exists():
+                    missing.append(f"{path.relative_to(ROOT)}: path {span}")
+    assert not missing, "\n".join(missing)
+
+
+def test_readme_and_pages_stay_short():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 400
+    for path in (ROOT / "docs").rglob("*.md"):
+        assert len(path.read_text().splitlines()) <= 600, f"{path.relative_to(ROOT)} is longer than 600 lines"
