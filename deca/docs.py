@@ -33,6 +33,7 @@ KINDS = {
     "baseline": (("platform.json",), "deca baseline --out out/baseline"),
     "golden": (("golden.json",), "python benchmarks/bench_golden.py --json out/golden/golden.json"),
     "synth": (("*.json",), "deca synth --W 32 --L 8 --out out/synth"),
+    "llm": (("paper.json",), "deca model llm --paper --out out/model/llm"),
 }
 
 
@@ -337,6 +338,19 @@ def table_synth_paper(records):
     return "\n".join(lines), "synth"
 
 
+def _llm_table(key):
+    """Table KEY of the recorded reproduction of the paper's section 8.4 (``deca model llm --paper``)."""
+    def table(records):
+        from deca.sim.model.llm_report import paper_tables, verdicts
+
+        rec = records.json("llm", "paper.json")
+        if key == "verdicts":
+            return "\n".join(f"- {line}" for line in verdicts(rec)), "llm"
+        _, rows, columns = paper_tables(rec)[key]
+        return _md(rows, columns), "llm"
+    return table
+
+
 #: Table name -> (function(Records) returning (Markdown, the records kind it comes from), that kind).
 TABLES = {
     "run": (table_run, "run"), "table4": (table_table4, "run"), "modes": (table_modes, "run"),
@@ -346,6 +360,7 @@ TABLES = {
     "model-table2": (table_model_paper, None),
     "synth": (table_synth, "synth"), "synth-blocks": (table_synth_blocks, "synth"),
     "synth-paper": (table_synth_paper, "synth"),
+    **{f"llm-{key}": (_llm_table(key), "llm") for key in ("table1", "table6", "speedups", "table7", "fig17", "verdicts")},
 }
 
 
