@@ -12,8 +12,8 @@ from deca.golden.summary import format_table, markdown_table
 from . import paper
 from .arch import apply_schemes, from_checkpoint, load_config, preset, scheme_label
 from .llm import (
-    GPU_BW_EFFICIENCY, GPUS, PART_NAMES, PARTS, SYSTEM_NAMES, SYSTEMS, Engines, calibrate, context, evaluate, gpu_latency,
-    knee, speedups,
+    GPU_BW_EFFICIENCY, GPUS, PART_NAMES, PARTS, SYSTEM_NAMES, SYSTEMS, Engines, calibrate, check_batch, context,
+    evaluate, gpu_latency, knee, speedups,
 )
 from .platform import PRESETS
 
@@ -103,6 +103,8 @@ def run_llm(args, platform, software, measured_software=None, log=print):
     if args.measured and not engines.records:
         raise UsageError(f"--measured {args.measured}: no TEPL record of W = {args.W}, L = {args.L}")
     ctx = context(args.prompt, args.generate)
+    for n in args.batch:
+        check_batch(n)
     overhead = calibrate()
     t0 = time.perf_counter()  # the models themselves, after the one-off calibration
     archs = [load_arch(kind, value, args.scheme or []) for kind, value in specs]
@@ -124,9 +126,11 @@ def run_llm(args, platform, software, measured_software=None, log=print):
         if args.compare_gpus:
             for n in args.batch:
                 g = gpu_rows(platform, arch, n, ctx, rows)
+                # The paper's Table 7 is Llama2-70B with Q4 (MXFP4) FC layers at N = 1 on SPR with HBM.
+                same = (arch.name == "llama2-70b" and n == 1 and platform == PRESETS["spr-hbm"]
+                        and all(f.scheme == "mxfp4" and f.density is None for f in arch.fcs if f.kind != "lm_head"))
                 for r in g:
                     known = paper.TABLE7.get(r["key"])
-                    same = arch.name == "llama2-70b" and n == 1 and describe_schemes(arch).startswith("Q4:")
                     r["paper"] = known[2] if known and same else None
                     r["ratio"] = r["ms"] / r["paper"] if r["paper"] else None
                 log(f"\nAgainst GPUs (Table 7's presets), {arch.name}, N = {n}: GPUs on the classic roofline at "
@@ -172,7 +176,7 @@ def write_outputs(args, platform, archs, engines, rows, summaries, md, overhead,
 PAPER_SCHEMES = ("q16", "q4", "q8@0.3")
 
 
-def reproduce(log=print):
+def reproduce():
     """Tables 6 and 7 and Figure 17 on the paper's platform with the paper-derived software costs;
     returns a JSON-able record."""
     hbm = PRESETS["spr-hbm"]
