@@ -142,6 +142,7 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys):
         (["--batch", "0"], "batch size N must be a positive integer, got 0"),
         (["--platforms", tmp_path / "p.toml", "--platform", "box"], "missing: bandwidth_gbs"),
         (["--measured", tmp_path], "holds no records of deca run or deca sweep"),
+        (["--paper"], "--paper runs the paper's models, schemes and platform; drop --preset"),
     ]
     for extra, message in cases:
         status, _, err = run_cli(["model", "llm", "--preset", "llama2-7b", "--out", tmp_path / "o", *extra], capsys)

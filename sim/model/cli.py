@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from deca.args import group_size_arg, number_list
+from deca.errors import UsageError
 from deca.golden.summary import format_table
 from deca.hw.params import W_CHOICES
 
@@ -369,5 +370,10 @@ def cmd_llm(args):
     from .llm_report import run_llm, run_paper
 
     if args.paper:
+        given = [opt for opt, value in (("--preset", args.preset), ("--config", args.config),
+                                        ("--checkpoint", args.checkpoint), ("--scheme", args.scheme),
+                                        ("--measured", args.measured)) if value]
+        if given:
+            raise UsageError(f"--paper runs the paper's models, schemes and platform; drop {', '.join(given)}")
         return run_paper(args)
     return run_llm(args, _platform(args), _software(args), _measured(args))
