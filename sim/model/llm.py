@@ -12,8 +12,8 @@ One generation step of a batch of N sequences, each attending over ``c`` cached 
 
 with TPS from ``roof.roof_surface`` (Eq. 1 with the tile reuse of N > 16). A dense layer has E = 1
 and n = N; an expert layer of E0 experts, k per token, has the E = E0 (1 - (1 - k/E0)^N) experts
-that N uniformly routed tokens touch on average, each taking n = ceil(N k / E) of them. ``c`` is the average
-context of the generation: prompt + (generated + 1) / 2. The systems differ in the FC GeMMs only:
+that N uniformly routed tokens touch on average, each taking n = ceil(N k / E) of them. ``c`` is
+the average context of the generation: prompt + (generated + 1) / 2. The systems differ in the FC GeMMs only:
 Baseline reads BF16 (no vector work), Software-only and DECA decompress on their engine, Optimal
 is the classic roofline of the compressed weights.
 """
@@ -58,10 +58,9 @@ class Overhead:
 
 def context(prompt, generate):
     """Average cached tokens a generation step attends over (the new token included)."""
-    for what, v in (("prompt length", prompt), ("generation length", generate)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if what == "prompt length" else 1):
-            raise UsageError(f"{what} must be a {'non-negative' if what == 'prompt length' else 'positive'} "
-                             f"integer, got {v!r}")
+    for what, v, least in (("prompt length", prompt, 0), ("generation length", generate, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise UsageError(f"{what} must be an integer >= {least}, got {v!r}")
     return prompt + (generate + 1) / 2
 
 
