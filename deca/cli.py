@@ -173,6 +173,9 @@ def build_parser():
     from deca.sim.measure.cli import add_measure_parsers
     add_measure_parsers(sub)
 
+    from deca.sim.verify.cli import add_verify_parser
+    add_verify_parser(sub)
+
     from deca.sim.model.cli import add_model_parser
     add_model_parser(sub)
 

@@ -151,6 +151,28 @@ def build(verilog, top, ports, build_root=ENGINE_ROOT, jobs=2):
     return lib
 
 
+def _events():
+    """The coverage events the C++ loop counts (its ``enum Event``, in order): the due memory responses
+    when one is chosen out of order (1, 2-3, 4-7, 8 or more), a response other than the oldest, a
+    demand read of a prefetched line that had arrived (hit) or not yet (late), prefetched lines never
+    read (wasted), cycles a TEPL waited with no port ready (the loaders full), a line read held by
+    mem_req.ready, a completion beat held by tepl_resp.ready (TOut full); an error completion's reason
+    x the port its TEPL came in on; a squash's phase x the TEPLs in flight (0 .. 8 or more)."""
+    names = [f"reorder_depth_{d}" for d in ("1", "2-3", "4-7", "8+")]
+    names += ["out_of_order", "prefetch_hit", "prefetch_late", "prefetch_wasted", "loaders_full", "mem_req_stall",
+              "tout_full"]
+    names += [f"error_{reason}_port_{port}" for reason in range(8) for port in range(4)]
+    names += [f"squash_{phase}_inflight_{n}" for phase in SQUASH_PHASES for n in range(9)]
+    return tuple(names)
+
+
+#: A squash's phase: nothing in flight or presented, a TEPL presented and none accepted, the oldest
+#: in flight before its first row, in the middle of its rows.
+SQUASH_PHASES = ("idle", "presented", "before_data", "mid_tile")
+EVENTS = _events()
+N_EVENTS = len(EVENTS)
+
+
 class _RunSpec(ctypes.Structure):
     _fields_ = [(name, kind) for kind, names in [
         (ctypes.c_int64, "n_requests req_words"), (ctypes.POINTER(ctypes.c_uint32), "req_payloads"),
@@ -178,7 +200,7 @@ class _RunResult(ctypes.Structure):
         (_I64, "delivered"), (ctypes.c_int64, "n_dropped"), (_I64, "dropped"), (ctypes.c_int64, "n_prefetches"),
         (ctypes.POINTER(ctypes.c_uint64), "prefetches"), (ctypes.c_int64, "n_beats beat_bytes"), (_I64, "beats"),
         (ctypes.POINTER(ctypes.c_uint8), "beat_data"),
-    ] for name in names.split()]
+    ] for name in names.split()] + [("events", ctypes.c_int64 * N_EVENTS)]
 
 
 _FAILURES = {1: Hang, 2: Mismatch, 3: ProtocolError}
@@ -321,6 +343,7 @@ class FastHarness(Harness):
         if memory._line_time is not None:
             memory.channel_free = Fraction(res.channel_free_hi << 64 | res.channel_free_lo, line_time.denominator)
         memory.prefetches = [int(a) for a in _array(res.prefetches, res.n_prefetches, np.uint64)]
+        self.events = dict(zip(EVENTS, (int(v) for v in res.events)))
         self.scoreboard.completions = [(int(rid), requests[i])
                                        for rid, i in _array(res.completions, res.n_completions, np.int64, 2)]
 

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "Vpe.h"
@@ -129,6 +130,12 @@ enum { OK = 0, HANG = 1, MISMATCH = 2, PROTOCOL = 3 };
 }  // namespace
 
 // ---- what Python hands over (deca.sim.bench.engine mirrors these structs) ----
+// Coverage events (deca.sim.bench.engine.EVENTS, in this order): scalar events, then an error
+// completion's reason x the port its TEPL came in on, then a squash's phase x the TEPLs in flight.
+enum Event { EV_REORDER, EV_OUT_OF_ORDER = EV_REORDER + 4, EV_PF_HIT, EV_PF_LATE, EV_PF_WASTED, EV_REQ_FULL,
+             EV_MEM_STALL, EV_RESP_STALL, EV_ERROR_PORT, EV_SQUASH = EV_ERROR_PORT + 8 * 4,
+             N_EVENTS = EV_SQUASH + 4 * 9 };
+enum SquashPhase { SQ_IDLE, SQ_PRESENTED, SQ_BEFORE_DATA, SQ_MID_TILE };
 extern "C" {
 struct RunSpec {
     int64_t n_requests, req_words;
@@ -173,6 +180,7 @@ struct RunResult {
     int64_t n_beats, beat_bytes;
     const int64_t* beats;  // (request, row, cycle, id) of every data beat taken
     const uint8_t* beat_data;
+    int64_t events[N_EVENTS];  // coverage events, counted (deca.sim.bench.engine.EVENTS names them)
 };
 }
 
@@ -245,6 +253,8 @@ struct Memory {
     int64_t offered = -1;
     int64_t lines_demanded = 0, lines_prefetched = 0, lines_fetched = 0;
     std::vector<uint64_t> prefetches;
+    std::unordered_set<uint64_t> prefetched, demanded;
+    int64_t* events;
 
     void init(const RunSpec* spec, Pcg64* g) {
         s = spec, rng = g, base = spec->base, end = spec->base + spec->image_len;
@@ -275,6 +285,8 @@ struct Memory {
                                             ") while a read with that tag is outstanding"};
         int64_t due;
         auto it = in_l2.find(addr);
+        if (prefetched.count(addr) && !demanded.count(addr)) events[arrived_by(addr, cycle) ? EV_PF_HIT : EV_PF_LATE]++;
+        demanded.insert(addr);
         if (it != in_l2.end()) {
             int64_t arrived = it->second;
             due = std::max(arrived, cycle + latency(s->hit_lo, s->hit_hi));
@@ -284,8 +296,18 @@ struct Memory {
         outstanding.push_back({due, tag, addr});
         lines_demanded++;
     }
+    bool arrived_by(uint64_t addr, int64_t cycle) {
+        auto it = in_l2.find(addr);
+        return it != in_l2.end() && it->second <= cycle;
+    }
+    int64_t wasted() {  // prefetched lines no read asked for
+        int64_t n = 0;
+        for (uint64_t a : prefetched) n += !demanded.count(a);
+        return n;
+    }
     void prefetch(uint64_t addr, int64_t cycle) {
         check_line(addr, "prefetch");
+        if (!demanded.count(addr)) prefetched.insert(addr);
         if (!in_l2.count(addr)) fetch(addr, cycle);
         prefetches.push_back(addr);
         lines_prefetched++;
@@ -301,6 +323,10 @@ struct Memory {
             for (size_t i = 0; i < outstanding.size(); i++)
                 if (outstanding[i].due <= cycle) due.push_back(i);
             if (!due.empty()) offered = due.size() > 1 ? due[rng->integers(0, due.size())] : due[0];
+            if (!due.empty()) {
+                events[EV_REORDER + (due.size() >= 8 ? 3 : due.size() >= 4 ? 2 : due.size() >= 2 ? 1 : 0)]++;
+                events[EV_OUT_OF_ORDER] += offered != 0;
+            }
         } else if (!outstanding.empty() && outstanding[0].due <= cycle) {
             offered = 0;
         }
@@ -521,6 +547,8 @@ struct Engine {
     std::vector<int64_t> completions, delivered, dropped, beats;
     std::vector<uint64_t> prefetches;
     std::vector<uint8_t> beat_data;
+    std::vector<int> accepted_port;
+    std::vector<int64_t> event_counts = std::vector<int64_t>(N_EVENTS);
 
     Engine() {
         top = new Vpe{&ctx};
@@ -578,6 +606,10 @@ void Engine::run(RunSpec* s) {
     core.init(s, &rng);
     Memory memory;
     memory.init(s, &rng);
+    std::fill(event_counts.begin(), event_counts.end(), 0);
+    int64_t* events = event_counts.data();
+    memory.events = events;
+    accepted_port.assign(s->n_requests, 0);
     Scoreboard board;
     board.labels = &labels;
 
@@ -656,6 +688,9 @@ void Engine::run(RunSpec* s) {
             core.busy_cycles += !board.inflight.empty();
             bool handshake = false;
             if (squash) {  // RequestPorts.squash
+                int phase = board.inflight.empty() ? SQ_IDLE : board.inflight.front().row ? SQ_MID_TILE : SQ_BEFORE_DATA;
+                if (phase == SQ_IDLE && core.any_port()) phase = SQ_PRESENTED;
+                events[EV_SQUASH + 9 * phase + std::min<int64_t>(board.inflight.size(), 8)]++;
                 core.squash(board.abort());
                 after_squash = true;
                 handshake = true;
@@ -679,6 +714,7 @@ void Engine::run(RunSpec* s) {
                 if (port_get64(resp_valid)) {
                     if (!ready) {
                         core.backpressure_cycles++;
+                        events[EV_RESP_STALL]++;
                     } else {  // Scoreboard.beat
                         port_get(resp_payload, resp.data());
                         int64_t rid = field_get(resp.data(), off(F_RESP_ID), width(F_RESP_ID));
@@ -703,6 +739,7 @@ void Engine::run(RunSpec* s) {
                                                             std::to_string(row)};
                             bool zero = true;
                             for (uint8_t b : data) zero &= b == 0;
+                            events[EV_ERROR_PORT + 4 * std::min<int64_t>(why, 7) + std::min(accepted_port[req], 3)]++;
                             if ((int64_t)why != s->req_error[req] || !last || !zero) {
                                 std::string value;  // the data as Python's {:#x}
                                 for (int b = beat_bytes - 1; b >= 0; b--) {
@@ -748,7 +785,9 @@ void Engine::run(RunSpec* s) {
                         break;
                     }
                 for (int p = 0; p < s->loaders; p++) core.port_free[p] = port_get64(*req_ready[p]) && p != taken;
+                if (taken < 0 && core.any_port()) events[EV_REQ_FULL]++;
                 if (taken >= 0) {
+                    accepted_port[core.ports[taken].second] = taken;
                     auto slot = core.accept(taken);
                     board.accept(slot.first, slot.second);
                     handshake = true;
@@ -756,6 +795,7 @@ void Engine::run(RunSpec* s) {
             }
             // MemoryPorts.observe
             bool mem_valid = port_get64(mreq_valid), pf_valid_now = port_get64(pf_valid);
+            events[EV_MEM_STALL] += mem_valid && !mem_ready;
             if (mem_valid && mem_ready) {
                 port_get(mreq_payload, mreq.data());
                 memory.demand(field_get(mreq.data(), off(F_MREQ_ADDR), width(F_MREQ_ADDR)),
@@ -783,6 +823,7 @@ void Engine::run(RunSpec* s) {
         message = failure.message;
     }
     top->eval();
+    events[EV_PF_WASTED] = memory.wasted();
     s->rng[0] = (uint64_t)(rng.state >> 64), s->rng[1] = (uint64_t)rng.state;
     s->rng[4] = rng.has_uint32, s->rng[5] = rng.uinteger;
     delivered = core.delivered;
@@ -794,6 +835,7 @@ void Engine::run(RunSpec* s) {
               (int64_t)completions.size() / 2, completions.data(), (int64_t)delivered.size(), delivered.data(),
               (int64_t)dropped.size(), dropped.data(), (int64_t)prefetches.size(), prefetches.data(),
               (int64_t)beats.size() / 4, beat_bytes, beats.data(), beat_data.data()};
+    std::copy(event_counts.begin(), event_counts.end(), result.events);
 }
 
 // ---- the C interface (ctypes) ----

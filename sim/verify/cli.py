@@ -1,0 +1,148 @@
+"""``deca verify``: the constrained-random regression of a PE design (``deca.sim.verify.regression``)
+with its functional coverage (``deca.sim.verify.coverage``), blocks run in parallel processes, a
+report, and the replay of a failing tile's batch with waves."""
+
+import json
+import shlex
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from deca.errors import UsageError
+
+#: Requests per block (the unit of work a process or a cluster worker runs).
+BLOCK_TILES = 2000
+#: Bins never hit that the terminal shows (the report lists all).
+MISSED_SHOWN = 40
+
+
+def add_verify_parser(sub):
+    v = sub.add_parser("verify", help="constrained-random regression of the PE on the fast Verilator engine, with "
+                                      "functional coverage")
+    v.add_argument("--W", type=int, default=32, help="elements per vOp (default 32)")
+    v.add_argument("--L", type=int, default=8, help="big LUTs (default 8)")
+    v.add_argument("--loaders", type=int, default=2, help="TEPL ports: 2 (default), 3 or 4")
+    v.add_argument("--tiles", type=int, default=100_000, help="requests to check (tiles and malformed ones; "
+                                                               "default 100000)")
+    v.add_argument("--seed", type=int, default=None, help="random seed (default: fresh, printed)")
+    v.add_argument("--block-tiles", type=int, default=BLOCK_TILES,
+                   help=f"requests per block, each block with its own seed (default {BLOCK_TILES})")
+    v.add_argument("--jobs", type=int, default=1, help="blocks run in parallel processes (default 1)")
+    v.add_argument("--cover-min", type=float, default=None, metavar="P",
+                   help="fail unless at least P%% of the declared coverage bins were hit (0-100)")
+    v.add_argument("--out", type=Path, default=Path("out/verify"), help="report folder (default out/verify)")
+    v.add_argument("--replay", type=int, default=None, metavar="TILE",
+                   help="replay the batch holding request TILE of the run with this seed under cocotb, with waves")
+    v.set_defaults(func=cmd_verify)
+
+
+def _check(args):
+    from deca.hw.params import check_loaders, check_params
+
+    check_params(args.W, args.L)
+    check_loaders(args.loaders)
+    if args.tiles < 1:
+        raise UsageError(f"--tiles must be a positive number of requests, got {args.tiles}")
+    if args.block_tiles < 1:
+        raise UsageError(f"--block-tiles must be a positive number of requests, got {args.block_tiles}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be a positive integer, got {args.jobs}")
+    if args.cover_min is not None and not 0 <= args.cover_min <= 100:
+        raise UsageError(f"--cover-min must be a percentage in 0..100, got {args.cover_min:g}")
+    if args.replay is not None and not 0 <= args.replay < args.tiles:
+        raise UsageError(f"--replay must name a request of the run, 0..{args.tiles - 1}, got {args.replay}")
+
+
+_BUS = {}
+
+
+def _block(W, L, loaders, seed, block, tiles):
+    """Worker: one block on this process's fast-engine PE (opened once per process)."""
+    from .regression import open_bus, run_block
+
+    if (W, L, loaders) not in _BUS:
+        _BUS[W, L, loaders] = open_bus(W, L, loaders, jobs=1)
+    return run_block(W, L, loaders, seed, block, tiles, bus=_BUS[W, L, loaders])
+
+
+def blocks_of(tiles, block_tiles):
+    """[(block, requests)] of a run of ``tiles`` requests."""
+    return [(b, min(block_tiles, tiles - b * block_tiles)) for b in range(-(-tiles // block_tiles))]
+
+
+def replay_command(args, tile):
+    return (f"deca verify --W {args.W} --L {args.L} --loaders {args.loaders} --tiles {args.tiles} --seed {args.seed} "
+            f"--block-tiles {args.block_tiles} --replay {tile}")
+
+
+def cmd_verify(args):
+    _check(args)
+    if args.seed is None:
+        args.seed = int(np.random.SeedSequence().entropy % 2 ** 32)
+    if args.replay is not None:
+        return cmd_replay(args)
+    from .coverage import report
+    from .regression import merge, open_bus
+
+    from deca.sim.measure.campaign import _generate
+
+    print(f"deca verify: PE W={args.W} L={args.L} loaders={args.loaders}, {args.tiles} requests in blocks of "
+          f"{args.block_tiles}, seed {args.seed} (reproduce with --seed {args.seed})", flush=True)
+    open_bus(args.W, args.L, args.loaders, _generate(args.W, args.L, args.loaders)).close()  # build once, here
+    blocks = blocks_of(args.tiles, args.block_tiles)
+    start, cpu, records = time.monotonic(), time.process_time(), []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(_block, args.W, args.L, args.loaders, args.seed, b, n) for b, n in blocks]
+        for k, f in enumerate(futures):
+            records.append(f.result())
+            rec = records[-1]
+            print(f"block {k + 1}/{len(blocks)}: {rec['requests']} requests, {rec['cycles']} cycles, "
+                  f"{len(rec['failures'])} failures ({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+    wall = time.monotonic() - start
+    run = merge(records)
+    hit, total, missed, percent = report(run["bins"], args.loaders)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"command": "deca " + shlex.join(map(str, args.argv)), "W": args.W, "L": args.L,
+               "loaders": args.loaders, "seed": args.seed, "wall_seconds": wall,
+               "coverage": {"hit": hit, "total": total, "percent": percent, "missed": missed}, **run}
+    (out / "verify.json").write_text(json.dumps(summary, indent=1))
+    print(f"{run['requests']} requests checked ({run['tiles']} tiles, {run['errors']} malformed), {run['cycles']} "
+          f"cycles in {wall:.0f} s ({60 * run['requests'] / wall:,.0f} requests per minute): "
+          f"{run['mismatches']} mismatches, {run['hangs']} hangs")
+    print(f"coverage: {hit} of {total} bins hit ({percent:.1f}%)")
+    if missed:
+        print(f"never hit: {', '.join(missed[:MISSED_SHOWN])}"
+              + (f" and {len(missed) - MISSED_SHOWN} more (all in the report)" if len(missed) > MISSED_SHOWN else ""))
+    print(f"wrote {out / 'verify.json'}")
+    if run["failures"]:
+        first = min(run["failures"], key=lambda f: f["tile"])
+        raise UsageError(f"{len(run['failures'])} failing batches; first at request {first['tile']} "
+                         f"({first['kind']}: {first['message']}); replay it with waves: {replay_command(args, first['tile'])}")
+    if args.cover_min is not None and percent < args.cover_min:
+        raise UsageError(f"coverage {percent:.1f}% is below --cover-min {args.cover_min:g}%")
+
+
+def cmd_replay(args):
+    """The batch holding request ``args.replay`` again from reset, on cocotb's Verilator with waves."""
+    from deca.hw.generate import top_name
+    from deca.sim.bench.runner import run
+    from deca.sim.measure.campaign import _generate
+
+    from .regression import batch_of
+
+    block, first = divmod(args.replay, args.block_tiles)
+    tiles = dict(blocks_of(args.tiles, args.block_tiles))[block]
+    batch = batch_of(args.seed, block, tiles, first, args.W, args.loaders)
+    params = {"W": args.W, "L": args.L, "loaders": args.loaders, "seed": args.seed, "block": block,
+              "block_tiles": tiles, "batch": batch}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"replaying batch {batch} of block {block} (request {args.replay}) with waves", flush=True)
+    results = run("verilator", [_generate(args.W, args.L, args.loaders)], top_name("pe", args.W, args.L, args.loaders),
+                  "deca.sim.verify.tb", out, params=params, run_name=f"replay-{args.seed}-{args.replay}", waves=True,
+                  seed=args.seed)
+    print(f"passed; waves and log in {Path(results).parent}")

@@ -1,0 +1,276 @@
+"""``deca verify``: a constrained-random regression of the PE on the fast Verilator engine.
+
+The work comes in blocks (``run_block``): block b of a run with seed S holds ``tiles`` requests
+and draws everything from its own generator (``[S, b]``), so blocks run anywhere in any order and
+merge (``merge``) into the same run record. A block is a sequence of batches; a batch is one
+Harness run of the PE from reset, drawn from ``[S, b, i]`` alone, so one batch replays exactly
+(``replay``, with waves under cocotb). Each batch draws:
+
+- a scheme of the format (every one; the codebook scheme with 2 to 256 entries, so every code
+  width), a scale group size the scheme allows (``coverage.groups_of``), and masks tile by tile:
+  empty, one stored element per row, full, dense, or a random density;
+- malformed requests of every error class between the tiles (``malformed_requests``), or a
+  CONFIG.Q the PE cannot run;
+- the core (TEPL or store-fence mode, back-pressure on the completions, link latency, TMUL time,
+  squashes at random and at chosen cycles, with reissue or drop) and the memory (miss and hit
+  latency ranges, channel bandwidth, in-order or out-of-order responses, back-pressure on reads
+  and prefetches), and the prefetch degree.
+
+Every completion is checked bit for bit against the golden tile or its error, the performance
+counters against the models, and a batch's cycles against a budget (``CYCLES_PER_REQUEST`` per
+request): a longer run is a hang.
+"""
+
+import asyncio
+import contextlib
+from dataclasses import replace
+
+import numpy as np
+
+from deca.golden import SCHEMES, compress
+from deca.golden.format import TILE_COLS, TILE_ELEMS, TILE_ROWS
+from deca.hw.generate import top_name
+from deca.hw.layouts import LINE_BYTES, ErrorReason
+from deca.sim.bench.bus import CheckFailure, drive_idle, reset
+from deca.sim.bench.cores import gemm_core
+from deca.sim.bench.pe_bench import Bench
+from deca.sim.bench.stimulus import DEFAULT_BASE, malformed_requests, tile_batch
+
+from . import coverage
+
+#: Requests per batch, at most (a batch is one Harness run from reset).
+BATCH_REQUESTS = 48
+#: The cycle budget of a batch: per request (a tile takes at most 16 x 32 vOps at W = 8 plus
+#: bubbles, its lines and the core's TMUL time) and in longest memory latencies. A longer run is a hang.
+CYCLES_PER_REQUEST = 4000
+BUDGET_LATENCIES = 10
+
+
+def _mask(rng, kind, tiles):
+    """A (16, 32 x tiles) mask of ``kind``, or None for the dense format."""
+    shape = (TILE_ROWS, TILE_COLS * tiles)
+    if kind == "dense":
+        return None
+    if kind == "empty":
+        return np.zeros(shape, bool)
+    if kind == "full":
+        return np.ones(shape, bool)
+    if kind == "one_per_row":
+        mask = np.zeros(shape, bool)
+        for t in range(tiles):
+            mask[np.arange(TILE_ROWS), t * TILE_COLS + rng.integers(TILE_COLS, size=TILE_ROWS)] = True
+        return mask
+    # random: each tile its own density, uniform or near an edge
+    density = rng.choice([rng.random(), rng.random() * 0.05, 1 - rng.random() * 0.05], size=tiles)
+    return rng.random(shape) < np.repeat(density, TILE_COLS)[None, :]
+
+
+def draw_batch(seed, block, index, W, loaders, addr_bits=48):
+    """Batch ``index`` of block ``block``: (Batch, run settings, generator for the run); ``None`` requests past the block end are cut by the caller."""
+    rng = np.random.default_rng([seed, block, index])
+    scheme = str(rng.choice(list(SCHEMES)))
+    codebook = None
+    if scheme == "codebook":
+        size = int(rng.choice([2, 3, 4, 5, 8, 9, 16, 20, 32, 50, 64, 100, 128, 200, 256]))
+        # Multiples of 1/64 below 2 in magnitude are exact and distinct in BF16.
+        codebook = rng.choice(np.arange(-128, 128), size, replace=False) / 64
+    group = coverage.groups_of(scheme)[int(rng.integers(len(coverage.groups_of(scheme))))]
+    tiles = int(rng.integers(1, BATCH_REQUESTS + 1))
+    if group not in (None, 16, 32, "channel"):
+        tiles = max(tiles, group // TILE_COLS)  # K holds at least one group
+    kinds = ["empty", "one_per_row", "full", "random", "random", "random"]
+    if not SCHEMES[scheme].always_sparse:
+        kinds += ["dense", "dense"]
+    kind = str(rng.choice(kinds))
+    w = (rng.standard_t(3, size=(TILE_ROWS, TILE_COLS * tiles))
+         * np.exp(rng.normal(0, 2, size=TILE_COLS * tiles))).astype(np.float32)
+    if SCHEMES[scheme].encodes_inf and rng.random() < 0.1:
+        w[rng.random(w.shape) < 0.01] = np.inf
+    cm = compress(w, scheme, mask=_mask(rng, kind, tiles), group_size=group, codebook=codebook)
+    align = int(rng.choice([1, 2, 16, 64]))
+    batch = tile_batch(cm, f"{scheme}/{kind}/g{group}", DEFAULT_BASE + int(rng.integers(1 << 16)), align)
+    q = None
+    if rng.random() < 0.15:
+        bad = malformed_requests(batch, addr_bits)
+        picks = rng.choice(len(bad), int(rng.integers(1, len(bad) + 1)), replace=False)
+        requests = list(batch.requests)
+        for k in picks:
+            requests.insert(int(rng.integers(len(requests) + 1)), bad[k])
+        batch.requests = requests
+    elif rng.random() < 0.02:
+        q = int(rng.choice([0, 9, 15, 31]))
+        batch.requests = [replace(r, expected=ErrorReason.CONFIG, label=f"{r.label} with CONFIG.Q = {q}")
+                          for r in batch.requests]
+    mode = "store" if rng.random() < 0.2 else "tepl"
+    miss_lo = int(rng.choice([1, 20, 100, 200]))
+    hit_lo = int(rng.integers(1, 20))
+    memory = {"miss_latency": [miss_lo, miss_lo + int(rng.choice([0, 10, 100, 300]))],
+              "hit_latency": [hit_lo, hit_lo + int(rng.choice([0, 5, 40]))],
+              "bytes_per_cycle": None if rng.random() < 0.3 else float(rng.choice([2, 8, 16, 48, 64])),
+              "reorder": bool(rng.random() < 0.7),
+              "req_backpressure": float(rng.choice([0, 0.1, 0.5, 0.9])),
+              "pf_backpressure": float(rng.choice([0, 0.3, 0.9]))}
+    core = {"resp_backpressure": float(rng.choice([0, 0.2, 0.6, 0.95])),
+            "tmul_cycles": int(rng.choice([1, 2, 16, 64])), "link_latency": int(rng.integers(0, 12))}
+    squash = {}
+    if mode == "tepl":
+        core["queue"] = int(rng.integers(1, 17))
+        if rng.random() < 0.5:
+            budget = len(batch.requests) * TILE_ELEMS // W * 2
+            squash = {"squash_prob": float(rng.choice([0, 0.001, 0.01, 0.05])), "reissue": float(rng.random()),
+                      "squash_at": sorted(int(c) for c in rng.integers(0, budget, int(rng.integers(0, 6))))}
+    settings = {"mode": mode, "memory": memory, "core": core, "squash": squash, "q": q,
+                "prefetch_degree": int(rng.integers(0, 16)), "scheme": scheme, "group": group,
+                "q_bits": cm.config.q_bits}
+    return batch, settings, rng
+
+
+def tile_bins(batch, settings):
+    """Coverage bins of the tiles of ``batch`` (counted when it ran clean)."""
+    hits = {}
+
+    def hit(name, n=1):
+        hits[name] = hits.get(name, 0) + n
+
+    scheme, group = settings["scheme"], settings["group"]
+    for r in batch.requests:
+        if not isinstance(r.expected, tuple):
+            continue
+        stored = int(np.unpackbits(np.frombuffer(r.mask, np.uint8)).sum()) if r.mask else TILE_ELEMS
+        hit(f"tile/{scheme}/{coverage.density_bucket(stored, not r.mask)}/{group}")
+        hit(f"bits/{settings['q_bits']}")
+        meta = r.meta
+        if r.mask and not meta["val_len"]:
+            hit("edge/empty_values")
+        if r.mask and stored == TILE_ELEMS:
+            hit("edge/full_mask")
+        if r.mask and all(bin(row).count("1") == 1 for row in _rows(r.mask)):
+            hit("edge/one_per_row")
+        if meta["val_len"] and (meta["val_addr"] + meta["val_len"]) % LINE_BYTES == 0:
+            hit("edge/values_end_on_line")
+    hit(f"mode/{settings['mode']}")
+    return hits
+
+
+def _rows(mask):
+    row_bytes = TILE_COLS // 8
+    return [int.from_bytes(mask[i:i + row_bytes], "little") for i in range(0, len(mask), row_bytes)]
+
+
+def empty_record(seed):
+    return {"seed": seed, "blocks": [], "requests": 0, "tiles": 0, "errors": 0, "cycles": 0, "mismatches": 0,
+            "hangs": 0, "failures": [], "bins": {}}
+
+
+def _add(bins, hits):
+    for name, n in hits.items():
+        bins[name] = bins.get(name, 0) + n
+
+
+def merge(records):
+    """One record of many blocks' (or runs') records of the same seed."""
+    out = empty_record(records[0]["seed"] if records else None)
+    for rec in records:
+        out["blocks"] += rec["blocks"]
+        for name in ("requests", "tiles", "errors", "cycles", "mismatches", "hangs"):
+            out[name] += rec[name]
+        out["failures"] += rec["failures"]
+        _add(out["bins"], rec["bins"])
+    out["blocks"].sort()
+    return out
+
+
+async def _run_batches(bench, seed, block, tiles, W, loaders, record, first_request, stop=None):
+    """Batches of block ``block`` until ``tiles`` requests ran (``stop``: only batch ``stop``)."""
+    done, index = 0, 0
+    while done < tiles:
+        batch, settings, rng = draw_batch(seed, block, index, W, loaders, bench.p["addr_bits"])
+        batch.requests = batch.requests[:tiles - done]
+        if stop is None or index == stop:
+            await _run_batch(bench, batch, settings, rng, record, first_request + done, index)
+        done += len(batch.requests)
+        index += 1
+        if stop is not None and index > stop:
+            return
+
+
+async def _run_batch(bench, batch, settings, rng, record, first, index):
+    bench.rng = rng
+    bench.p = {**bench.p, "memory": settings["memory"], "prefetch_degree": settings["prefetch_degree"],
+               "core": {"resp_backpressure": settings["core"]["resp_backpressure"]}}
+    core_kw = {k: v for k, v in settings["core"].items() if k != "resp_backpressure"}
+    drive_idle(bench.bus, bench.ports.inputs)
+    await reset(bench.bus)
+    budget = CYCLES_PER_REQUEST * len(batch.requests) + BUDGET_LATENCIES * max(settings["memory"]["miss_latency"])
+    try:
+        harness, _ = await bench.run(batch, squash=settings["squash"] or None, q=settings["q"],
+                                     core=lambda requests, g, **kw: gemm_core(settings["mode"], requests, g,
+                                                                              **kw, **core_kw),
+                                     max_cycles=budget)
+    except (CheckFailure, AssertionError) as e:
+        message = str(e)
+        tile = next((first + k for k, r in enumerate(batch.requests) if f"{r.label} " in message + " "), first)
+        kind = type(e).__name__
+        record["hangs" if kind == "Hang" else "mismatches"] += 1
+        record["failures"].append({"kind": kind, "tile": tile, "block": record["blocks"][0], "batch": index,
+                                   "message": message.splitlines()[0] if message else kind})
+        return
+    record["requests"] += len(batch.requests)
+    errors = sum(not isinstance(r.expected, tuple) for r in batch.requests)
+    record["errors"] += errors
+    record["tiles"] += len(batch.requests) - errors
+    record["cycles"] += harness.cycle
+    _add(record["bins"], tile_bins(batch, settings))
+    _add(record["bins"], coverage.engine_hits(harness.events, bench.ports.loaders))
+
+
+def block_params(W, L, loaders):
+    from deca.sim.measure.campaign import DESIGN
+
+    return {**DESIGN, "W": W, "L": L, "loaders": loaders}
+
+
+def open_bus(W, L, loaders, verilog=None, jobs=2):
+    """The fast engine's bus on the (W, L, loaders) PE (built unless cached)."""
+    from deca.sim.bench.engine import VerilatorBus, build
+    from deca.sim.bench.ports import PePorts
+    from deca.sim.measure.campaign import DESIGN, _generate
+
+    verilog = verilog or _generate(W, L, loaders)
+    ports = PePorts(DESIGN["addr_bits"], DESIGN["id_bits"], DESIGN["tags"], loaders)
+    return VerilatorBus(build(verilog, top_name("pe", W, L, loaders), ports, jobs=jobs))
+
+
+def run_block(W, L, loaders, seed, block, tiles, bus=None, verilog=None):
+    """Run block ``block`` (``tiles`` requests) of the regression with ``seed``; returns its record:
+    requests, tiles and error requests checked, cycles, mismatches, hangs, failures (kind, global
+    tile index, block, batch, first line of the message) and coverage bin hits. ``bus``: a fast-engine
+    bus on the design to reuse (else one is opened and closed)."""
+    from deca.sim.bench.engine import FastHarness
+
+    record = {**empty_record(seed), "blocks": [block]}
+    with contextlib.ExitStack() as stack:
+        if bus is None:
+            bus = open_bus(W, L, loaders, verilog)
+            stack.callback(bus.close)
+        bench = Bench(bus, {**block_params(W, L, loaders), "seed": seed}, lambda *args: None, FastHarness)
+        asyncio.run(_run_batches(bench, seed, block, tiles, W, loaders, record, block * tiles))
+    return record
+
+
+def batch_of(seed, block, tiles, offset, W, loaders):
+    """The index of the batch of block ``block`` (``tiles`` requests) that holds request ``offset``."""
+    done, index = 0, 0
+    while True:
+        batch, _, _ = draw_batch(seed, block, index, W, loaders)
+        done += len(batch.requests[:tiles - done])
+        if offset < done:
+            return index
+        index += 1
+
+
+async def replay(bench, seed, block, tiles, batch):
+    """Run batch ``batch`` of block ``block`` alone, as the regression ran it (the cocotb replay)."""
+    record = {**empty_record(seed), "blocks": [block]}
+    await _run_batches(bench, seed, block, tiles, bench.W, bench.ports.loaders, record, block * tiles, stop=batch)
+    return record

@@ -1,0 +1,112 @@
+"""``deca verify``: a block of the constrained-random regression on the fast engine (W = 8, L = 4, the
+Verilator build the other RTL tests share) is clean, reproducible from its seed and block alone,
+and fails naming the request when a tile is wrong or a batch runs out of cycles; blocks merge; the
+coverage bins; bad input."""
+
+import numpy as np
+import pytest
+
+from deca.cli import main
+from deca.sim.bench.engine import EVENTS
+from deca.sim.verify import coverage, regression
+from deca.sim.verify.cli import blocks_of
+
+W, L, LOADERS = 8, 4, 2
+REQUESTS = 60
+
+
+@pytest.fixture(scope="module")
+def bus():
+    bus = regression.open_bus(W, L, LOADERS)
+    yield bus
+    bus.close()
+
+
+def test_a_block_is_clean_and_the_same_from_its_seed_and_index_alone(bus, seed):
+    print(f"seed {seed}")
+    first = regression.run_block(W, L, LOADERS, seed, 3, REQUESTS, bus=bus)
+    assert first["failures"] == [] and first["mismatches"] == first["hangs"] == 0
+    assert first["requests"] == first["tiles"] + first["errors"] == REQUESTS and first["cycles"] > 0
+    assert set(first["bins"]) <= set(coverage.declared(LOADERS)), set(first["bins"]) - set(coverage.declared(LOADERS))
+    assert first["bins"]["mode/tepl"] + first["bins"].get("mode/store", 0) >= 1
+    other = regression.run_block(W, L, LOADERS, seed, 4, REQUESTS, bus=bus)
+    again = regression.run_block(W, L, LOADERS, seed, 3, REQUESTS, bus=bus)  # after another block: the same
+    assert again == first
+    merged = regression.merge([other, first])
+    assert merged["blocks"] == [3, 4] and merged["requests"] == 2 * REQUESTS
+    assert all(merged["bins"][b] == first["bins"].get(b, 0) + other["bins"].get(b, 0) for b in merged["bins"])
+
+
+def test_a_wrong_golden_tile_fails_naming_its_request(bus, seed, monkeypatch):
+    """The expected rows of one request of the first batch changed: a mismatch at that request's index."""
+    block, draw = 2, regression.draw_batch
+    batch, _, _ = draw(seed, block, 0, W, LOADERS)
+    target = next(k for k, r in enumerate(batch.requests) if isinstance(r.expected, tuple))
+
+    def wrong(*args, **kwargs):
+        batch, settings, rng = draw(*args, **kwargs)
+        if args[2] == 0:
+            r = batch.requests[target]
+            r.expected = (r.expected[0] ^ 1, *r.expected[1:])
+        return batch, settings, rng
+
+    monkeypatch.setattr(regression, "draw_batch", wrong)
+    rec = regression.run_block(W, L, LOADERS, seed, block, REQUESTS, bus=bus)
+    assert rec["mismatches"] == 1 and rec["hangs"] == 0, rec["failures"]
+    (failure,) = rec["failures"]
+    assert failure["kind"] == "Mismatch" and failure["tile"] == block * REQUESTS + target, failure
+    assert failure["batch"] == 0 and regression.batch_of(seed, block, REQUESTS, target, W, LOADERS) == 0
+
+
+def test_a_batch_past_its_cycle_budget_is_a_hang(bus, seed, monkeypatch):
+    monkeypatch.setattr(regression, "CYCLES_PER_REQUEST", 1)
+    monkeypatch.setattr(regression, "BUDGET_LATENCIES", 0)
+    rec = regression.run_block(W, L, LOADERS, seed, 0, 10, bus=bus)
+    assert rec["hangs"] >= 1 and rec["failures"][0]["kind"] == "Hang", rec["failures"]
+    assert "cycles" in rec["failures"][0]["message"]
+
+
+def test_coverage_bins_are_declared_once_and_the_engine_events_map_onto_them():
+    for loaders in (2, 3, 4):
+        bins = coverage.declared(loaders)
+        assert len(bins) == len(set(bins))
+        # every event once, a squash only as it can happen: in flight iff in the data phases
+        possible = {name: int(not name.startswith("squash_") or (name.endswith("_0") == ("idle" in name or
+                                                                                       "presented" in name)))
+                    for name in EVENTS}
+        hits = coverage.engine_hits(possible, loaders)
+        assert set(hits) <= set(bins), set(hits) - set(bins)
+        assert f"error/VALUE_LEN/port{loaders - 1}" in hits and "squash/mid_tile/more" in hits
+    assert coverage.report({}, 2)[:2] == (0, len(coverage.declared(2)))
+    hit, total, missed, percent = coverage.report({"bits/4": 3, "mode/tepl": 1, "not/a/bin": 5}, 2)
+    assert hit == 2 and len(missed) == total - 2 and percent == pytest.approx(200 / total)
+    assert [coverage.density_bucket(n, False) for n in (0, 51, 52, 511, 512)] == ["empty", "le10", "le30", "lt100",
+                                                                                 "full"]
+
+
+def test_blocks_cover_the_run():
+    assert blocks_of(5, 2) == [(0, 2), (1, 2), (2, 1)]
+    assert sum(n for _, n in blocks_of(1_000_000, 2000)) == 1_000_000
+
+
+def test_the_draws_reach_every_scheme_and_mask_kind(seed):
+    rng = np.random.default_rng(seed)
+    drawn = {regression.draw_batch(seed, int(rng.integers(1 << 30)), 0, W, LOADERS)[1]["scheme"] for _ in range(150)}
+    assert drawn == set(regression.SCHEMES)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--tiles", "0"], "--tiles must be a positive number of requests, got 0"),
+    (["--tiles", "-5"], "--tiles must be a positive number of requests, got -5"),
+    (["--cover-min", "101"], "--cover-min must be a percentage in 0..100, got 101"),
+    (["--cover-min", "-1"], "--cover-min must be a percentage in 0..100, got -1"),
+    (["--W", "12"], "W must be one of 8, 16, 32, 64"),
+    (["--W", "8", "--L", "16"], "L = 16 LUTs exceeds W = 8"),
+    (["--loaders", "5"], "loaders must be one of 2, 3, 4"),
+    (["--tiles", "10", "--replay", "10"], "--replay must name a request of the run, 0..9, got 10"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["verify", *args, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and err.count("\n") == 1, err
