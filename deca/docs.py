@@ -176,7 +176,22 @@ def table_software(records):
     platform = records.folder("baseline") / "platform.json"
     measured = measured_engine(platform) if platform.is_file() else None
     rows = [r for r in software_rows(records.measurements("run"), measured) if r["mode"] == "tepl"]
-    return _md(rows, _drop(SOFTWARE_COLUMNS, "W", "L", "mode")), "run"
+    text = _md(rows, _drop(SOFTWARE_COLUMNS, "W", "L", "mode"))
+    if measured is None:
+        return text + "\n\n*SW measured: no `deca baseline` records yet.*", "run"
+    return (text + f"\n\nSW measured: {measured.machine}, {measured.path} path. "
+            + provenance(records, "baseline")), "run"
+
+
+def _grid_note(records, kind):
+    """What a campaign's records cover: designs, workloads, modes, tiles per point."""
+    recs = records.measurements(kind)
+    designs = sorted({(r["W"], r["L"], r["loaders"]) for r in recs})
+    workloads = list(dict.fromkeys(r["workload"] for r in recs))
+    modes = sorted({r["mode"] for r in recs})
+    names = ", ".join(f"W = {W}, L = {L}" + ("" if n == 2 else f" ({n} loaders)") for W, L, n in designs)
+    return (f"{len(recs)} points: {len(designs)} designs ({names}) x {len(workloads)} workloads "
+            f"({', '.join(workloads)}), {', '.join(modes)} mode, {recs[0]['tiles']} tiles per point.")
 
 
 def table_sweep(records):
@@ -184,7 +199,7 @@ def table_sweep(records):
     from deca.sim.measure.report import DESIGN_COLUMNS, with_loaders
 
     recs = records.measurements("sweep")
-    return _md(design_rows(recs), with_loaders(DESIGN_COLUMNS, recs)), "sweep"
+    return _grid_note(records, "sweep") + "\n\n" + _md(design_rows(recs), with_loaders(DESIGN_COLUMNS, recs)), "sweep"
 
 
 def table_sweep_grid(records):
