@@ -32,7 +32,8 @@ KINDS = {
     "sweep": (("results.json", "settings.json"), "deca sweep --seed 1 --jobs 1 --out out/sweep"),
     "baseline": (("platform.json",), "deca baseline --out out/baseline"),
     "golden": (("golden.json",), "python benchmarks/bench_golden.py --json out/golden/golden.json"),
-    "synth": (("*.json",), "deca synth --W 32 --L 8 --out out/synth"),
+    # A sweep's synth.json, or the per-design results deca synth keeps in its cache.
+    "synth": (("*.json", "cache/*.json"), "deca synth --W 32 --L 8 --out out/synth"),
     "llm": (("paper.json",), "deca model llm --paper --out out/model/llm"),
 }
 
@@ -102,10 +103,14 @@ class Records:
         return self.root / RESULTS / kind
 
     def meta(self, kind):
+        """The folder's stamp; None when its files were committed without one."""
         path = self.folder(kind) / "meta.json"
-        if not path.is_file():
-            raise UsageError(f"{path} is missing: record the measurement with 'deca docs record {kind} FOLDER'")
-        return json.loads(path.read_text())
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def recorded(self, kind):
+        """Whether the folder holds records (a stamp or a tool's files)."""
+        folder = self.folder(kind)
+        return folder.is_dir() and any(p.is_file() for p in folder.iterdir())
 
     def json(self, kind, name):
         path = self.folder(kind) / name
@@ -135,6 +140,9 @@ class Records:
 
 def provenance(records, kind, command=None):
     meta = records.meta(kind)
+    if meta is None:
+        return (f"*Records: `{RESULTS / kind}/`, without `meta.json`: the commit and the machine they were measured "
+                f"on are not recorded (`deca docs record {kind} FOLDER` stamps them).*")
     return (f"*Records: `{RESULTS / kind}/`, measured on commit `{meta['commit']}` on {meta['cpu']}; "
             f"reproduce with `{command or meta['command']}`, then `deca docs record {kind} FOLDER` and "
             "`deca docs render`.*")
@@ -385,7 +393,7 @@ def render_table(records, name):
     fn, kind = TABLES[name]
     if kind is None:
         return f"{fn(records)[0]}\n\n*Computed by the model, not measured: `deca docs render` runs it again.*\n"
-    if not (records.folder(kind) / "meta.json").is_file():
+    if not records.recorded(kind):
         return (f"*No records in `{RESULTS / kind}/` yet: measure with `{KINDS[kind][1]}`, then "
                 f"`deca docs record {kind} FOLDER` and `deca docs render`.*\n")
     text, kind = fn(records)

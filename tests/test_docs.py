@@ -151,3 +151,27 @@ def test_readme_and_pages_stay_short():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 400
     for path in (ROOT / "docs").rglob("*.md"):
         assert len(path.read_text().splitlines()) <= 600, f"{path.relative_to(ROOT)} is longer than 600 lines"
+
+
+def test_synthesis_tables_come_from_the_synth_records(tmp_path):
+    """A result as deca synth caches it, committed without a stamp: the tables show its numbers and
+    say that the commit and machine are not recorded."""
+    from deca.synth.flow import SynthResult
+    from deca.synth.stats import BlockStats
+
+    def block(area, power):
+        return BlockStats(cells={}, flip_flops=10, memory_bits=0, modules=[], area=area, leakage_mw=power / 4,
+                          dynamic_mw=3 * power / 4)
+
+    result = SynthResult(top="deca_pe_w32_l8", design="pe", W=32, L=8, verilog_sha256="0", total=block(1000.0, 80.0),
+                         blocks={"LUT array": block(600.0, 20.0), "loaders and queues": block(400.0, 60.0)},
+                         seconds=1.0, tech="asap7", timing={"critical_ps": 398.0, "fmax_ghz": 2.51})
+    folder = tmp_path / "docs" / "results" / "synth"
+    folder.mkdir(parents=True)
+    (folder / "deca_pe_w32_l8-0123.json").write_text(json.dumps(result.to_dict()))
+    text = render_text("<!-- results:synth -->\n<!-- /results -->\n<!-- results:synth-blocks -->\n<!-- /results -->\n"
+                       "<!-- results:synth-paper -->\n<!-- /results -->\n", Records(tmp_path))
+    assert "| 32 | 8 | 2 | 1,000 | 0.06 | 10 | 0 | 398 | 2.51 | 80.0 |" in text
+    assert "600 µm², 20.0 mW" in text and "400 µm², 60.0 mW" in text
+    assert "| area share: LUT array | 60% | 22% |" in text and "| power of 56 PEs at 2.5 GHz | 4.48 W | 3.1 W |" in text
+    assert text.count("are not recorded") == 3
