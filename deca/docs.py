@@ -35,6 +35,7 @@ KINDS = {
     # A sweep's synth.json, or the per-design results deca synth keeps in its cache.
     "synth": (("*.json", "cache/*.json"), "deca synth --W 32 --L 8 --out out/synth"),
     "llm": (("paper.json",), "deca model llm --paper --out out/model/llm"),
+    "verify": (("verify-*.json",), "deca verify --W 32 --L 8 --tiles 20000 --seed 1 --out out/verify"),
 }
 
 
@@ -87,6 +88,8 @@ def _tool_command(folder, kind):
         return json.loads((folder / "platform.json").read_text()).get("command")
     if kind == "golden":
         return json.loads((folder / "golden.json").read_text()).get("command")
+    if kind == "verify":
+        return "; ".join(json.loads(p.read_text())["command"] for p in sorted(folder.glob("verify-*.json")))
     return None
 
 
@@ -361,6 +364,40 @@ def table_synth_paper(records):
     return "\n".join(lines), "synth"
 
 
+def _verify_runs(records, mutants):
+    runs = [json.loads(p.read_text()) for p in sorted(records.folder("verify").glob("verify-*.json"))]
+    return [r for r in runs if bool(r.get("mutant")) == mutants]
+
+
+def table_verify(records):
+    """``deca verify`` runs: requests checked, failures, speed, coverage."""
+    rows = [{**r, "design": f"W{r['W']} L{r['L']}, {r['loaders']} loaders", "malformed": r["errors"],
+             "per_cpu_minute": 60 * r["requests"] / r["cpu_seconds"], "cycles_per_cpu_s": r["cycles"] / r["cpu_seconds"],
+             "coverage": f"{r['coverage']['hit']} of {r['coverage']['total']} ({r['coverage']['percent']:.1f}%)"}
+            for r in _verify_runs(records, False)]
+    return _md(rows, {
+        "design": ("design", "{}"), "seed": ("seed", "{}"), "requests": ("requests", "{:,}"),
+        "malformed": ("of them malformed", "{:,}"), "mismatches": ("mismatches", "{}"), "hangs": ("hangs", "{}"),
+        "cycles": ("cycles", "{:,}"), "cpu_seconds": ("CPU s", "{:.0f}"),
+        "per_cpu_minute": ("requests per CPU minute", "{:,.0f}"), "cycles_per_cpu_s": ("cycles per CPU s", "{:,.0f}"),
+        "coverage": ("coverage bins hit", "{}"),
+    }), "verify"
+
+
+def table_verify_mutants(records):
+    """``deca verify --mutant`` runs: the request that killed each mutant."""
+    from deca.sim.verify.mutants import MUTANTS
+
+    rows = []
+    for r in _verify_runs(records, True):
+        first = min(r["failures"], key=lambda f: f["tile"]) if r["failures"] else None
+        rows.append({"mutant": r["mutant"], "fault": MUTANTS[r["mutant"]][3] if r["mutant"] in MUTANTS else "",
+                     "design": f"W{r['W']} L{r['L']}", "seed": r["seed"],
+                     "killed": f"{first['tile'] + 1:,} ({first['kind']})" if first else "survived"})
+    return _md(rows, {"mutant": ("mutant", "{}"), "fault": ("fault", "{}"), "design": ("design", "{}"),
+                      "seed": ("seed", "{}"), "killed": ("requests to kill", "{}")}), "verify"
+
+
 def _llm_table(key):
     """Table KEY of the recorded reproduction of the paper's section 8.4 (``deca model llm --paper``)."""
     def table(records):
@@ -382,7 +419,8 @@ TABLES = {
     "golden-summary": (table_golden_summary, "golden"), "model-table": (table_model, "baseline"),
     "model-table2": (table_model_paper, None),
     "synth": (table_synth, "synth"), "synth-blocks": (table_synth_blocks, "synth"),
-    "synth-paper": (table_synth_paper, "synth"),
+    "synth-paper": (table_synth_paper, "synth"), "verify": (table_verify, "verify"),
+    "verify-mutants": (table_verify_mutants, "verify"),
     **{f"llm-{key}": (_llm_table(key), "llm") for key in ("table1", "table6", "speedups", "table7", "fig17", "verdicts")},
 }
 

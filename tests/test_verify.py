@@ -10,6 +10,7 @@ from deca.cli import main
 from deca.sim.bench.engine import EVENTS
 from deca.sim.verify import coverage, regression
 from deca.sim.verify.cli import blocks_of
+from deca.sim.verify.mutants import MUTANTS, mutated_source
 
 W, L, LOADERS = 8, 4, 2
 REQUESTS = 60
@@ -104,9 +105,25 @@ def test_the_draws_reach_every_scheme_and_mask_kind(seed):
     (["--W", "8", "--L", "16"], "L = 16 LUTs exceeds W = 8"),
     (["--loaders", "5"], "loaders must be one of 2, 3, 4"),
     (["--tiles", "10", "--replay", "10"], "--replay must name a request of the run, 0..9, got 10"),
+    (["--mutant", "no_such_fault"], "unknown mutant 'no_such_fault'; choose from prefix_off_by_one"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["verify", *args, "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_every_mutant_changes_its_module_at_one_place(name):
+    module, old, new, _ = MUTANTS[name]
+    source = mutated_source(name)
+    assert new in source and source.replace(new, old, 1) != source
+
+
+@pytest.mark.slow  # a Verilator build of each mutant (minutes each)
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_mutant_is_killed_within_10000_requests(name, capsys, tmp_path):
+    main(["verify", "--W", str(W), "--L", str(L), "--tiles", "10000", "--block-tiles", "500", "--seed", "1",
+          "--mutant", name, "--out", str(tmp_path)])
+    assert f"mutant {name} killed at request" in capsys.readouterr().out

@@ -3,6 +3,7 @@ with its functional coverage (``deca.sim.verify.coverage``), blocks run in paral
 report, and the replay of a failing tile's batch with waves."""
 
 import json
+import resource
 import shlex
 import sys
 import time
@@ -34,6 +35,9 @@ def add_verify_parser(sub):
     v.add_argument("--cover-min", type=float, default=None, metavar="P",
                    help="fail unless at least P%% of the declared coverage bins were hit (0-100)")
     v.add_argument("--out", type=Path, default=Path("out/verify"), help="report folder (default out/verify)")
+    v.add_argument("--mutant", default=None, metavar="NAME",
+                   help="run on the PE with one injected fault (deca.sim.verify.mutants; an unknown name lists "
+                        "them): passes when the regression kills it, and says at which request")
     v.add_argument("--replay", type=int, default=None, metavar="TILE",
                    help="replay the batch holding request TILE of the run with this seed under cocotb, with waves")
     v.set_defaults(func=cmd_verify)
@@ -52,6 +56,12 @@ def _check(args):
         raise UsageError(f"--jobs must be a positive integer, got {args.jobs}")
     if args.cover_min is not None and not 0 <= args.cover_min <= 100:
         raise UsageError(f"--cover-min must be a percentage in 0..100, got {args.cover_min:g}")
+    if args.mutant is not None:
+        from .mutants import check_mutant
+
+        check_mutant(args.mutant)
+        if args.replay is not None:
+            raise UsageError("--replay replays the unmutated PE; give --mutant or --replay, not both")
     if args.replay is not None and not 0 <= args.replay < args.tiles:
         raise UsageError(f"--replay must name a request of the run, 0..{args.tiles - 1}, got {args.replay}")
 
@@ -59,18 +69,26 @@ def _check(args):
 _BUS = {}
 
 
-def _block(W, L, loaders, seed, block, tiles):
-    """Worker: one block on this process's fast-engine PE (opened once per process)."""
+def _block(W, L, loaders, seed, block, tiles, verilog, build_root):
+    """Worker: one block on this process's fast-engine PE of ``verilog`` (opened once per process)."""
     from .regression import open_bus, run_block
 
-    if (W, L, loaders) not in _BUS:
-        _BUS[W, L, loaders] = open_bus(W, L, loaders, jobs=1)
-    return run_block(W, L, loaders, seed, block, tiles, bus=_BUS[W, L, loaders])
+    if verilog not in _BUS:
+        _BUS[verilog] = open_bus(W, L, loaders, verilog, 1, build_root)
+    return run_block(W, L, loaders, seed, block, tiles, bus=_BUS[verilog])
 
 
 def blocks_of(tiles, block_tiles):
     """[(block, requests)] of a run of ``tiles`` requests."""
     return [(b, min(block_tiles, tiles - b * block_tiles)) for b in range(-(-tiles // block_tiles))]
+
+
+def report_name(args):
+    """The run's report file: runs of other designs, seeds or mutants go beside each other in one folder."""
+    from deca.sim.measure.point import design_key
+
+    return (f"verify-{design_key(args.W, args.L, args.loaders)}-seed{args.seed}"
+            f"{f'-{args.mutant}' if args.mutant else ''}.json")
 
 
 def replay_command(args, tile):
@@ -89,41 +107,76 @@ def cmd_verify(args):
 
     from deca.sim.measure.campaign import _generate
 
-    print(f"deca verify: PE W={args.W} L={args.L} loaders={args.loaders}, {args.tiles} requests in blocks of "
+    print(f"deca verify: PE W={args.W} L={args.L} loaders={args.loaders}"
+          f"{f' with mutant {args.mutant}' if args.mutant else ''}, {args.tiles} requests in blocks of "
           f"{args.block_tiles}, seed {args.seed} (reproduce with --seed {args.seed})", flush=True)
-    open_bus(args.W, args.L, args.loaders, _generate(args.W, args.L, args.loaders)).close()  # build once, here
+    build_root = None
+    if args.mutant:
+        from deca.sim.bench.engine import ENGINE_ROOT
+        from deca.sim.measure.campaign import VERILOG_CACHE
+
+        from .mutants import MUTANTS, mutant_verilog
+
+        print(f"mutant {args.mutant}: {MUTANTS[args.mutant][3]}", flush=True)
+        verilog = str(mutant_verilog(args.mutant, args.W, args.L, args.loaders, VERILOG_CACHE.parent / "mutants"))
+        build_root = ENGINE_ROOT.parent / "engine-mutants" / args.mutant
+    else:
+        verilog = _generate(args.W, args.L, args.loaders)
+    open_bus(args.W, args.L, args.loaders, verilog, 2, build_root).close()  # built once, here
     blocks = blocks_of(args.tiles, args.block_tiles)
-    start, cpu, records = time.monotonic(), time.process_time(), []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the Verilator build's processes
+    cpu_before, start, records = before.ru_utime + before.ru_stime, time.monotonic(), []
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(_block, args.W, args.L, args.loaders, args.seed, b, n) for b, n in blocks]
+        futures = [pool.submit(_block, args.W, args.L, args.loaders, args.seed, b, n, verilog, build_root)
+                   for b, n in blocks]
         for k, f in enumerate(futures):
             records.append(f.result())
             rec = records[-1]
             print(f"block {k + 1}/{len(blocks)}: {rec['requests']} requests, {rec['cycles']} cycles, "
                   f"{len(rec['failures'])} failures ({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+            if args.mutant and rec["failures"]:  # killed: the blocks after it are not needed
+                for later in futures[k + 1:]:
+                    later.cancel()
+                break
     wall = time.monotonic() - start
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the block processes, ended with the pool
+    cpu = children.ru_utime + children.ru_stime - cpu_before
     run = merge(records)
     hit, total, missed, percent = report(run["bins"], args.loaders)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = {"command": "deca " + shlex.join(map(str, args.argv)), "W": args.W, "L": args.L,
-               "loaders": args.loaders, "seed": args.seed, "wall_seconds": wall,
+               "loaders": args.loaders, "seed": args.seed, "mutant": args.mutant, "wall_seconds": wall, "cpu_seconds": cpu,
                "coverage": {"hit": hit, "total": total, "percent": percent, "missed": missed}, **run}
-    (out / "verify.json").write_text(json.dumps(summary, indent=1))
+    report_path = out / report_name(args)
+    report_path.write_text(json.dumps(summary, indent=1))
     print(f"{run['requests']} requests checked ({run['tiles']} tiles, {run['errors']} malformed), {run['cycles']} "
-          f"cycles in {wall:.0f} s ({60 * run['requests'] / wall:,.0f} requests per minute): "
+          f"cycles in {wall:.0f} s, {cpu:.0f} CPU s ({60 * run['requests'] / cpu:,.0f} requests per CPU minute, "
+          f"{run['cycles'] / cpu:,.0f} cycles per CPU second): "
           f"{run['mismatches']} mismatches, {run['hangs']} hangs")
     print(f"coverage: {hit} of {total} bins hit ({percent:.1f}%)")
     if missed:
         print(f"never hit: {', '.join(missed[:MISSED_SHOWN])}"
               + (f" and {len(missed) - MISSED_SHOWN} more (all in the report)" if len(missed) > MISSED_SHOWN else ""))
-    print(f"wrote {out / 'verify.json'}")
-    if run["failures"]:
-        first = min(run["failures"], key=lambda f: f["tile"])
-        raise UsageError(f"{len(run['failures'])} failing batches; first at request {first['tile']} "
-                         f"({first['kind']}: {first['message']}); replay it with waves: {replay_command(args, first['tile'])}")
+    print(f"wrote {report_path}")
+    first = min(run["failures"], key=lambda f: f["tile"]) if run["failures"] else None
+    if args.mutant:
+        if first is None:
+            fail(f"mutant {args.mutant} survived {run['requests']} requests")
+        print(f"mutant {args.mutant} killed at request {first['tile']} ({first['tile'] + 1} requests): "
+              f"{first['kind']}: {first['message']}")
+        return
+    if first is not None:
+        fail(f"{len(run['failures'])} failing batches; first at request {first['tile']} ({first['kind']}: "
+             f"{first['message']}); replay it with waves: {replay_command(args, first['tile'])}")
     if args.cover_min is not None and percent < args.cover_min:
-        raise UsageError(f"coverage {percent:.1f}% is below --cover-min {args.cover_min:g}%")
+        fail(f"coverage {percent:.1f}% is below --cover-min {args.cover_min:g}%")
+
+
+def fail(message):
+    """A failed verification (not bad input): the message on stderr, exit status 1."""
+    print(f"deca verify: FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
 
 
 def cmd_replay(args):

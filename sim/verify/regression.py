@@ -230,15 +230,16 @@ def block_params(W, L, loaders):
     return {**DESIGN, "W": W, "L": L, "loaders": loaders}
 
 
-def open_bus(W, L, loaders, verilog=None, jobs=2):
-    """The fast engine's bus on the (W, L, loaders) PE (built unless cached)."""
-    from deca.sim.bench.engine import VerilatorBus, build
+def open_bus(W, L, loaders, verilog=None, jobs=2, build_root=None):
+    """The fast engine's bus on the (W, L, loaders) PE (``verilog``: another Verilog of it, a mutant's,
+    built under ``build_root``), built unless cached."""
+    from deca.sim.bench.engine import ENGINE_ROOT, VerilatorBus, build
     from deca.sim.bench.ports import PePorts
     from deca.sim.measure.campaign import DESIGN, _generate
 
     verilog = verilog or _generate(W, L, loaders)
     ports = PePorts(DESIGN["addr_bits"], DESIGN["id_bits"], DESIGN["tags"], loaders)
-    return VerilatorBus(build(verilog, top_name("pe", W, L, loaders), ports, jobs=jobs))
+    return VerilatorBus(build(verilog, top_name("pe", W, L, loaders), ports, build_root or ENGINE_ROOT, jobs=jobs))
 
 
 def run_block(W, L, loaders, seed, block, tiles, bus=None, verilog=None):
