@@ -1,6 +1,7 @@
 """``deca synth``: synthesize one design or sweep W x L x loaders to standard cells (area, timing, power) or generic
 gates (transistors, depth), optionally ECP5, with throughput per area."""
 
+import json
 import multiprocessing
 import os
 import time
@@ -44,6 +45,8 @@ def add_synth_parser(sub):
                                                     "(deca.hw.units; an unknown name lists them)")
     s.add_argument("--sweep", action="store_true", help="synthesize every (W, L, loaders) and write CSV, JSON and plots")
     s.add_argument("--jobs", type=int, default=1, help="designs synthesized in parallel in a sweep (default 1)")
+    s.add_argument("--cluster", metavar="ADDRESS", help="--sweep: synthesize the designs on a Dask cluster, a "
+                   "scheduler's address (tcp://host:8786) or local:N for N worker processes here (instead of --jobs)")
     s.add_argument("--tech", choices=TECHNOLOGIES, default="asap7",
                    help="asap7 (default): the vendored ASAP7 7 nm standard cells with SRAM macros: µm², ps, mW; "
                         "generic: NAND/NOR/NOT gates and flip-flops: transistors and logic depth")
@@ -69,7 +72,8 @@ def add_synth_parser(sub):
                         f"default auto: native when pyosys is installed (or ${YOSYS_ENV})")
     s.add_argument("--fpga", action="store_true", help="also place and route on an ECP5 with nextpnr (slow)")
     s.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    s.add_argument("--cache", type=Path, help="result cache folder (default OUT/cache)")
+    s.add_argument("--cache", type=Path, help="result cache folder (default OUT/cache); with --cluster, a folder "
+                   "the workers share if given (else they keep no cache and the client writes OUT/cache)")
     s.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR,
                    help=f"Verilog, Yosys scripts and logs (default {DEFAULT_WORK_DIR})")
     s.add_argument("--measured", type=Path, metavar="DIR",
@@ -85,6 +89,27 @@ def _point(W, L, loaders, design, work_dir, fpga, cache, tech, activity):
     """One sweep point in a worker process: (result, wall seconds including a cache lookup)."""
     start = time.monotonic()
     return synthesize(W, L, design, work_dir, fpga, cache, tech, activity, loaders), time.monotonic() - start
+
+
+def _cluster_point(W, L, loaders, design, fpga, tech, activity, yosys, cached, shared_cache):
+    """One sweep point on a Dask worker: (result as a dict, its cache file's name, wall seconds).
+    ``tech``: ``technology``'s arguments; ``cached``: the client's cache files of this design by
+    name, so a design synthesized before is not synthesized again."""
+    import tempfile
+
+    if yosys:
+        os.environ[YOSYS_ENV] = yosys
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="deca-synth-") as tmp:
+        cache = Path(shared_cache or Path(tmp) / "cache")
+        cache.mkdir(parents=True, exist_ok=True)
+        for name, text in cached.items():
+            (cache / name).write_text(text)
+        result = synthesize(W, L, design, Path(tmp) / "work", fpga, cache, technology(*tech), activity, loaders)
+        record = json.loads(json.dumps(result.to_dict()))  # as stored: tuples become lists
+        # The cache file synthesize read or wrote is the one holding this result.
+        (name,) = [path.name for path in cache.glob(f"{result.top}-*.json") if json.loads(path.read_text()) == record]
+    return record, name, time.monotonic() - start
 
 
 def _summary(result):
@@ -117,9 +142,13 @@ def _sweep(args, design, cache, tech, activity):
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     points = _grid(args.W or SWEEP_W, args.L or SWEEP_L, loader_counts(args.loaders))
-    print(f"synthesizing {len(points)} {design} designs, {args.jobs} at a time"
-          + (", with FPGA place and route" if args.fpga else ""))
+    where = f"on the Dask cluster {args.cluster}" if args.cluster else f"{args.jobs} at a time"
+    print(f"synthesizing {len(points)} {design} designs, {where}" + (", with FPGA place and route" if args.fpga else ""))
     results, failed = [], []
+    if args.cluster:
+        _cluster_sweep(args, points, design, cache, activity, results, failed)
+        results.sort(key=lambda r: (r.W, r.L, r.loaders))
+        return results, failed
     # spawn: workers start clean instead of forking a process that may hold threads.
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(_point, *point, design, args.work_dir, args.fpga, cache, tech, activity): point
@@ -136,6 +165,40 @@ def _sweep(args, design, cache, tech, activity):
             print(f"  {_name(*point)}: {_summary(result)} ({seconds:.0f} s)")
     results.sort(key=lambda r: (r.W, r.L, r.loaders))
     return results, failed
+
+
+def _cluster_sweep(args, points, design, cache, activity, results, failed):
+    """``_sweep``'s points as Dask tasks; each result is written to ``cache`` as it arrives."""
+    from distributed import as_completed
+
+    from deca.cluster import connect, retried
+    from deca.hw.generate import top_name
+
+    from .flow import SynthResult
+    from .flow import _store as store
+
+    tech = (args.tech, args.liberty, args.macro_min_bits)
+    shared = args.cache and str(args.cache.resolve())
+    with connect(args.cluster, print) as client:
+        futures = {}
+        for W, L, loaders in points:
+            top = top_name(design, W, L, loaders)
+            cached = {path.name: path.read_text() for path in Path(cache).glob(f"{top}-*.json")}
+            futures[client.submit(_cluster_point, W, L, loaders, design, args.fpga, tech, activity, args.yosys,
+                                  cached, shared, pure=False)] = (W, L, loaders)
+        for future in as_completed(futures):
+            point = futures[future]
+            if future.status == "error":
+                failed.append(point)
+                print(f"  {_name(*point)}: FAILED: {type(future.exception()).__name__}: {future.exception()}")
+                continue
+            record, name, seconds = future.result()
+            result = SynthResult.from_dict(record)
+            store(Path(cache) / name, result)
+            results.append(result)
+            print(f"  {_name(*point)}: {_summary(result)} ({seconds:.0f} s)")
+        n = retried(client, futures)
+        print(f"{n} task{'s' * (n != 1)} rerun after losing a worker")
 
 
 def _markdown(result, out):
@@ -177,6 +240,12 @@ def cmd_synth(args):
         raise UsageError("--liberty maps to standard cells; it does not go with --tech generic")
     tech = technology(args.tech, args.liberty, args.macro_min_bits)
     activity = _activity(args)
+    if args.cluster and not args.sweep:
+        raise UsageError("--cluster spreads the designs of a --sweep; one design runs here")
+    if args.cluster:
+        from deca.cluster import cluster_address
+
+        cluster_address(args.cluster)
     if not args.sweep:
         Ws, Ls, loaders = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]], loader_counts(args.loaders)
         if len(Ws) != 1 or len(Ls) != 1 or len(loaders) != 1:

@@ -8,7 +8,9 @@ with other settings is refused rather than mixed.
 
 Each design's Verilog is generated once (and cached across campaigns, ``generate_cached``) and
 built once per simulator (``deca.sim.bench.runner``); its points then run in worker processes,
-several points per simulator run.
+several points per simulator run. On a Dask cluster (``cluster``, ``deca.cluster``) each point is
+a task that generates and builds its design on the worker (in the worker's caches, or a shared
+``cache`` folder) and returns its record, which the client writes here.
 """
 
 import asyncio
@@ -17,6 +19,7 @@ import hashlib
 import json
 import shutil
 import sys
+import tempfile
 import time
 import zlib
 from collections import defaultdict
@@ -30,7 +33,7 @@ from deca.sim.bench.ports import PePorts
 from deca.sim.bench.runner import BUILD_ROOT, run
 from deca.toolchain import SIMULATORS
 
-from .records import COLUMNS, read_records
+from .records import COLUMNS, read_records, write_record
 
 #: The PE parameters other than W and L (the generator's defaults).
 DESIGN = {"tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8}
@@ -75,8 +78,8 @@ def designs(Ws, Ls, loaders=(LOADERS,)):
     return valid, skipped
 
 
-def _generate(W, L, loaders):
-    return str(generate_cached(W, L, VERILOG_CACHE, **DESIGN, loaders=loaders))
+def _generate(W, L, loaders, cache=None):
+    return str(generate_cached(W, L, Path(cache) / "verilog" if cache else VERILOG_CACHE, **DESIGN, loaders=loaders))
 
 
 def default_engine(sim):
@@ -91,25 +94,36 @@ def check_engine(engine, sim):
         raise CampaignError(f"the fast engine runs on Verilator only, not {sim}; use --engine python")
 
 
-def _measure(sim, verilog, W, L, points, params, run_name, engine="python", build_jobs=2):
-    """Worker: run ``points`` of the (W, L) design in one simulator run; their loader count is the design's."""
+def _measure(sim, verilog, W, L, points, params, run_name, engine="python", build_jobs=2, cache=None):
+    """Worker: run ``points`` of the (W, L) design in one simulator run; their loader count is the design's.
+    ``cache``: a folder for the builds instead of build/."""
     (loaders,) = {p.loaders for p in points}
     params = {**params, **DESIGN, "W": W, "L": L, "loaders": loaders, "points": [p.as_dict() for p in points]}
     top = top_name("pe", W, L, params["loaders"])
     if engine == "python":
         run(sim, [verilog], top, "deca.sim.measure.tb", Path(params["out"]), params=params, run_name=run_name,
-            seed=params["seed"])
+            seed=params["seed"], **({"build_root": Path(cache) / "cocotb"} if cache else {}))
         return
     from deca.sim.bench.engine import FastHarness, VerilatorBus, build
 
     from .point import measure_points
 
     ports = PePorts(DESIGN["addr_bits"], DESIGN["id_bits"], DESIGN["tags"], params["loaders"])
-    bus = VerilatorBus(build(verilog, top, ports, jobs=build_jobs))
+    engine_root = {"build_root": Path(cache) / "engine"} if cache else {}
+    bus = VerilatorBus(build(verilog, top, ports, jobs=build_jobs, **engine_root))
     try:
         asyncio.run(measure_points(bus, params, lambda *args: None, FastHarness))
     finally:
         bus.close()
+
+
+def _measure_task(sim, point, params, engine, cache):
+    """Cluster task: the record of ``point``, its design generated and built on this worker."""
+    verilog = _generate(*point.design, cache)
+    with tempfile.TemporaryDirectory(prefix="deca-point-") as out:
+        _measure(sim, verilog, point.W, point.L, [point], {**params, "out": out}, "measure", engine, 1, cache)
+        (record,) = read_records(out).values()
+    return record
 
 
 class Campaign:
@@ -141,10 +155,11 @@ class Campaign:
     def done(self):
         return read_records(self.points_dir) if self.points_dir.is_dir() else {}
 
-    def run(self, points, sim="verilator", jobs=2, log=print, engine="python"):
+    def run(self, points, sim="verilator", jobs=2, log=print, engine="python", cluster=None, cache=None):
         """Measure the ``points`` not in the folder yet, ``jobs`` simulator runs at a time, on
-        ``engine`` (``ENGINES``); returns the records of all ``points``. Progress goes to ``log``;
-        Ctrl-C leaves finished points on disk."""
+        ``engine`` (``ENGINES``), or on the Dask ``cluster`` (an address, ``deca.cluster``) with the
+        workers' builds in ``cache`` (default: each worker's build/); returns the records of all
+        ``points``. Progress goes to ``log``; Ctrl-C leaves finished points on disk."""
         if sim not in SIMULATORS:
             raise CampaignError(f"simulator must be one of {', '.join(SIMULATORS)}, got {sim!r}")
         check_engine(engine, sim)
@@ -152,9 +167,12 @@ class Campaign:
             raise CampaignError(f"--jobs must be a positive integer, got {jobs!r}")
         have = self.done()
         todo = [p for p in points if p.key not in have]
+        where = f"on the Dask cluster {cluster}" if cluster else f"with {jobs} job{'s' * (jobs > 1)}"
         log(f"{len(points) - len(todo)} of {len(points)} points already in {self.points_dir}; "
-            f"{len(todo)} to measure with {jobs} job{'s' * (jobs > 1)} on {sim} ({engine} engine)")
-        if todo:
+            f"{len(todo)} to measure {where} on {sim} ({engine} engine)")
+        if todo and cluster:
+            self._measure_cluster(todo, sim, log, engine, cluster, cache)
+        elif todo:
             self._measure(todo, sim, jobs, log, engine)
         have = self.done()
         missing = [p.key for p in points if p.key not in have]
@@ -192,6 +210,36 @@ class Campaign:
         if failures:
             raise CampaignError("simulator runs failed:\n" + "\n".join(failures))
 
+    def _measure_cluster(self, todo, sim, log, engine, address, cache):
+        from distributed import as_completed
+
+        from deca.cluster import connect, retried
+
+        params = dict(self.settings)
+        start, failures, finished = time.monotonic(), [], 0
+        with connect(address, log, check=code_digest) as client:
+            futures = {client.submit(_measure_task, sim, p, params, engine, cache and str(cache),
+                                     key=f"deca-point-{p.key}-{self.settings['code']}", pure=False): p
+                       for p in todo}
+            try:
+                for future in as_completed(futures):
+                    point = futures[future]
+                    if future.status == "error":
+                        failures.append(f"[{point.key}]: {type(future.exception()).__name__}: {future.exception()}")
+                        continue
+                    write_record(self.points_dir, future.result())
+                    finished += 1
+                    _progress_line(log, finished, len(todo), point.key, start)
+                n = retried(client, futures)
+                log(f"{n} task{'s' * (n != 1)} rerun after losing a worker")
+            except KeyboardInterrupt:
+                client.cancel(list(futures))
+                log(f"\ninterrupted: {len(self.done())} points are in {self.points_dir}; run the same command "
+                    "again to resume")
+                raise
+        if failures:
+            raise CampaignError("points failed on the cluster:\n" + "\n".join(failures))
+
     def _progress(self, futures, total, start, failures, log):
         seen = set(self.done())
         finished = 0
@@ -205,10 +253,13 @@ class Campaign:
             now = set(self.done())
             for key in sorted(now - seen):
                 finished += 1
-                elapsed = time.monotonic() - start
-                bar = "#" * (20 * finished // total)
-                log(f"[{bar:<20}] {finished}/{total} {key} ({elapsed / 60:.1f} min)")
+                _progress_line(log, finished, total, key, start)
             seen = now
+
+
+def _progress_line(log, finished, total, key, start):
+    bar = "#" * (20 * finished // total)
+    log(f"[{bar:<20}] {finished}/{total} {key} ({(time.monotonic() - start) / 60:.1f} min)")
 
 
 def write_tables(records, out):

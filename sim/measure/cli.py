@@ -67,6 +67,10 @@ def _add_system(p, modes, sweep=False):
                    help=f"loaders of the PE, {LOADER_CHOICES[0]}..{LOADER_CHOICES[-1]}{many} "
                         f"(default {LOADERS}, the paper's)")
     c.add_argument("--jobs", type=int, default=2, help="simulator runs in parallel (default 2)")
+    c.add_argument("--cluster", metavar="ADDRESS", help="run the points on a Dask cluster: a scheduler's address "
+                   "(tcp://host:8786) or local:N for N worker processes here (instead of --jobs)")
+    c.add_argument("--cache", type=Path, metavar="DIR", help="--cluster: a folder every worker sees (shared file "
+                   "system) for the Verilog and simulator builds (default: each worker's own build/)")
     c.add_argument("--sim", choices=SIMULATORS, default="verilator", help="simulator (default verilator)")
     c.add_argument("--engine", metavar="ENGINE", help="fast (the models in C++ around the Verilated PE; the default on "
                    "Verilator) or python (the cocotb testbench, the default on Icarus); the same records")
@@ -101,6 +105,12 @@ def _campaign(args, tiles, replace, **extra):
     if isinstance(tiles, bool) or tiles < 1:
         raise UsageError(f"--tiles must be a positive number of tiles, got {tiles}")
     _loader_counts(args)  # every count checked before anything is built
+    if args.cluster:
+        from deca.cluster import cluster_address
+
+        cluster_address(args.cluster)
+    elif args.cache:
+        raise UsageError("--cache is where the workers of a --cluster share builds; give --cluster too")
     settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest(),
                 **extra}
     return Campaign(args.out, settings, replace=replace)
@@ -115,7 +125,8 @@ def _finish(campaign, points, args, title, explanations=()):
     # The software engine the reports compare with; a bad file fails before the runs.
     measured = chosen_engine(args.baseline)
     try:
-        records = campaign.run(points, args.sim, args.jobs, log=stderr_log, engine=args.engine)
+        records = campaign.run(points, args.sim, args.jobs, log=stderr_log, engine=args.engine, cluster=args.cluster,
+                               cache=args.cache)
     except KeyboardInterrupt:
         sys.exit(130)
     print_summary(records, measured)
