@@ -7,7 +7,6 @@ workers need no shared file system. A worker lost mid-task has its task reschedu
 (up to ``ALLOWED_FAILURES`` times); a task that raises fails once, not retried.
 """
 
-import importlib.metadata
 import logging
 import re
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from deca.errors import UsageError
 
 LOCAL = "local:"
 #: How long the client waits for a scheduler to answer, and for its first worker.
-CONNECT_SECONDS = 8
+CONNECT_SECONDS = 5
 #: Deaths of workers running a task before the scheduler gives it up (KilledWorker); a LocalCluster's
 #: scheduler takes it from here, a remote one from its own configuration (the same key).
 ALLOWED_FAILURES = 3
@@ -80,8 +79,8 @@ def connect(address, log, check=None):
 
 def _check_workers(client, check):
     """Refuse a cluster whose workers lack the project (by name) or run other code than the client."""
-    # A standard-library function: it reaches a worker without the project.
-    answers = client.run(importlib.metadata.version, "deca", on_error="return")
+    # A builtin with the import as text: it reaches a worker without the project, where it fails.
+    answers = client.run(exec, "import deca.cluster", on_error="return")
     missing = [worker for worker, answer in answers.items() if isinstance(answer, BaseException)]
     if missing:
         raise ClusterError(f"{len(missing)} of {len(answers)} Dask workers lack the deca package "
