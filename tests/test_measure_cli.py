@@ -33,7 +33,7 @@ def runs(monkeypatch, tmp_path):
     """The points each campaign was asked to measure; the runs return fake records."""
     asked = []
 
-    def run(self, points, sim="verilator", jobs=2, log=print, engine="python"):
+    def run(self, points, sim="verilator", jobs=2, log=print, engine="python", cluster=None, cache=None):
         asked.append(list(points))
         return [fake_record(p, self.settings["system"]) for p in points]
 
