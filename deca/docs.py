@@ -200,8 +200,8 @@ def _grid_note(records, kind):
     designs = sorted({(r["W"], r["L"], r["loaders"]) for r in recs})
     workloads = list(dict.fromkeys(r["workload"] for r in recs))
     modes = sorted({r["mode"] for r in recs})
-    names = ", ".join(f"W = {W}, L = {L}" + ("" if n == 2 else f" ({n} loaders)") for W, L, n in designs)
-    return (f"{len(recs)} points: {len(designs)} designs ({names}) x {len(workloads)} workloads "
+    names = ", ".join(f"{W}/{L}" + ("" if n == 2 else f" ({n} loaders)") for W, L, n in designs)
+    return (f"{len(recs)} points: {len(designs)} designs (W/L {names}) x {len(workloads)} workloads "
             f"({', '.join(workloads)}), {', '.join(modes)} mode, {recs[0]['tiles']} tiles per point.")
 
 
@@ -239,7 +239,7 @@ def table_bpv(records):
         rows.append(f"| `deca {kind}` | {len(recs)} | {len(recs) - len(bpv_outliers(recs))} | {worst['key']}: "
                     f"{worst['bpv_measured']:.3f} against {worst['bpv_analytic']:.3f} |")
     head = "| campaign | points | bpv within max(3%, 0.02) of the closed form | largest gap |\n|---|---|---|---|"
-    return head + "\n" + "\n".join(rows), "sweep"
+    return head + "\n" + "\n".join(rows) + "\n\n" + provenance(records, "run"), "sweep"
 
 
 def table_baseline(records):
