@@ -1,14 +1,17 @@
 """Compile the C kernels with the system compiler into ``build/baseline/``, keyed by a hash of the sources.
 
-``cc -O3 -march=native`` tunes the scalar code for the machine it runs on; the AVX-512 code is
-compiled through target attributes, so the library also builds (and falls back to the scalar
-path) on CPUs and compilers without AVX-512. Editing a source, the flags or the compiler gives a
-new hash and so a new build.
+``cc -O3 -march=native`` tunes the scalar code for the machine it runs on; the AVX-512 and AVX2
+code is compiled through target attributes, so the library also builds (and falls back to the
+paths the CPU has) on CPUs and compilers without them. The AVX2 path is its own translation unit
+compiled with AVX-512 off, so that on an AVX-512 machine the compiler cannot slip EVEX
+instructions into it. The units compile in parallel, then link. Editing a source, the flags or
+the compiler gives a new hash and so a new build.
 """
 
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -16,8 +19,11 @@ from pathlib import Path
 
 from deca.toolchain import ToolError
 
-SOURCES = (Path(__file__).with_name("csrc") / "decode.c",)
-FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=gnu11", "-Wall", "-Wextra", "-Werror")
+CSRC = Path(__file__).with_name("csrc")
+SOURCES = (CSRC / "common.h", CSRC / "decode.c", CSRC / "avx2.c", CSRC / "scalar.c")
+FLAGS = ("-O3", "-march=native", "-fPIC", "-std=gnu11", "-Wall", "-Wextra", "-Werror")
+#: Extra flags of a translation unit (those of avx2.c on x86 only).
+UNIT_FLAGS = {"avx2.c": ("-mno-avx512f",), "scalar.c": ("-fno-tree-vectorize",)}
 BUILD_ROOT = Path(__file__).resolve().parent.parent / "build" / "baseline"
 
 
@@ -47,7 +53,7 @@ def library_path(cc=None):
     digest = hashlib.sha256()
     for src in SOURCES:
         digest.update(src.read_bytes())
-    digest.update(" ".join((*FLAGS, _version(cc))).encode())
+    digest.update(" ".join((*FLAGS, str(UNIT_FLAGS), _version(cc))).encode())
     return BUILD_ROOT / f"libdeca_baseline-{digest.hexdigest()[:16]}.so"
 
 
@@ -59,15 +65,23 @@ def build(force=False):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename, so a concurrent loader never sees half a library.
-    with tempfile.NamedTemporaryFile(dir=out.parent, suffix=".so", delete=False) as tmp:
-        tmp_path = Path(tmp.name)
-    try:
-        proc = subprocess.run([cc, *FLAGS, "-o", str(tmp_path), *map(str, SOURCES)], capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        tmp = Path(tmp)
+        x86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+        units = [src for src in SOURCES if src.suffix == ".c"]
+        procs = [subprocess.Popen([cc, *FLAGS, *(f for f in UNIT_FLAGS.get(src.name, ()) if x86 or "avx512" not in f),
+                                   "-c", str(src),
+                                   "-o", str(tmp / f"{src.stem}.o")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for src in units]
+        errors = [err.strip() for _, err in (p.communicate() for p in procs)]
+        if any(p.returncode for p in procs):
+            raise BuildError(f"compiling the software baseline with {cc} failed:\n" + "\n".join(e for e in errors if e))
+        lib = tmp / "lib.so"
+        proc = subprocess.run([cc, "-shared", "-o", str(lib), *(str(tmp / f"{src.stem}.o") for src in units)],
+                              capture_output=True, text=True)
         if proc.returncode:
-            raise BuildError(f"compiling the software baseline with {cc} failed:\n{proc.stderr.strip()}")
-        tmp_path.replace(out)
-    finally:
-        tmp_path.unlink(missing_ok=True)
+            raise BuildError(f"linking the software baseline with {cc} failed:\n{proc.stderr.strip()}")
+        lib.replace(out)
     return out
 
 

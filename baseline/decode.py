@@ -1,10 +1,11 @@
 """Decompression with the C kernels: the same results and errors as ``deca.golden``, faster.
 
-Two paths: ``avx512`` (needs AVX-512 F, BW, VL, DQ, VBMI, VBMI2 and BITALG) and the portable ``scalar``
-fallback. ``path=None`` takes $DECA_BASELINE_PATH when set, else AVX-512 when the CPU has it.
-$DECA_BASELINE_NO_AVX512=1 makes the CPU look as if it had no AVX-512 (to test the fallback), and
-$DECA_BASELINE_NO_AVX512BF16=1 keeps the AVX-512 path off AVX512_BF16's rounding instruction (which
-it uses when the CPU has it), as on AVX-512 CPUs without BF16.
+Three paths, fastest first: ``avx512`` (needs AVX-512 F, BW, VL, DQ, VBMI, VBMI2 and BITALG),
+``avx2`` (AVX2, FMA, F16C, BMI2) and the portable ``scalar`` loop. ``path=None`` takes
+$DECA_BASELINE_PATH when set, else the fastest path the CPU has. $DECA_BASELINE_NO_AVX512=1 makes
+the CPU look as if it had no AVX-512 (to test the fallback), and $DECA_BASELINE_NO_AVX512BF16=1
+keeps the AVX-512 path off AVX512_BF16's rounding instruction (which it uses when the CPU has it),
+as on AVX-512 CPUs without BF16.
 """
 
 import ctypes
@@ -19,15 +20,26 @@ from deca.toolchain import ToolError
 
 from .build import load
 
-PATHS = ("avx512", "scalar")
-_PATH_CODE = {"scalar": 0, "avx512": 1}
+#: The paths, fastest first, and the CPU features (as /proc/cpuinfo names them) each needs.
+PATHS = ("avx512", "avx2", "scalar")
+REQUIRES = {
+    "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vbmi", "avx512_vbmi2", "avx512_bitalg"),
+    "avx2": ("avx2", "fma", "f16c", "bmi2"),
+    "scalar": (),
+}
+#: Bit i of ``deca_cpu_features()``.
+FEATURE_BITS = ("avx2", "fma", "f16c", "bmi2", "popcnt", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+                "avx512vbmi", "avx512_vbmi2", "avx512_bitalg", "avx512_bf16")
+_PATH_CODE = {"scalar": 0, "avx512": 1, "avx2": 3}
 _AVX512_NO_BF16 = 2
 _SCALE_CODE = {None: 0, "bf16": 1, "e8m0": 2, "e4m3": 3}
 AVX512_FEATURES = "AVX-512 F, BW, VL, DQ, VBMI, VBMI2 and BITALG"
+#: Bytes every path may read past the end of a value stream.
+STREAM_PADDING = 64
 
 
 class Unsupported(ToolError):
-    """The AVX-512 path was asked for on a CPU without it."""
+    """A path was asked for that this CPU cannot run."""
 
 
 class _Cfg(ctypes.Structure):
@@ -54,7 +66,7 @@ def lib():
     so.deca_decode.restype = _I64
     so.deca_decode_timed.argtypes = [*args, ctypes.POINTER(ctypes.c_uint64)]
     so.deca_decode_timed.restype = _I64
-    so.deca_have_avx512.restype = ctypes.c_int
+    so.deca_cpu_features.restype = ctypes.c_int64
     so.deca_tsc.restype = ctypes.c_uint64
     so.deca_add_chain.argtypes = [_I64]
     so.deca_add_chain.restype = ctypes.c_uint64
@@ -63,18 +75,39 @@ def lib():
     return so
 
 
+def cpu_features():
+    """The features of this CPU the paths use (sorted names); $DECA_BASELINE_NO_AVX512=1 hides AVX-512's."""
+    bits = lib().deca_cpu_features()
+    found = {name for i, name in enumerate(FEATURE_BITS) if bits >> i & 1}
+    if os.environ.get("DECA_BASELINE_NO_AVX512", "") not in ("", "0"):
+        found = {f for f in found if not f.startswith("avx512")}
+    return sorted(found)
+
+
+def available_paths(features=None):
+    """The paths a CPU with ``features`` (default: this one's) runs, fastest first."""
+    have = set(cpu_features() if features is None else features)
+    return [p for p in PATHS if set(REQUIRES[p]) <= have]
+
+
 def avx512_supported():
-    return os.environ.get("DECA_BASELINE_NO_AVX512", "") in ("", "0") and bool(lib().deca_have_avx512())
+    return "avx512" in available_paths()
 
 
-def choose_path(path=None):
-    """The path to run: ``path``, else $DECA_BASELINE_PATH, else the best this CPU has."""
-    path = path or os.environ.get("DECA_BASELINE_PATH") or ("avx512" if avx512_supported() else "scalar")
+def choose_path(path=None, features=None):
+    """The path to run: ``path``, else $DECA_BASELINE_PATH, else the fastest this CPU (or one with
+    ``features``) has. Unknown paths: ValueError; paths the CPU lacks: ``Unsupported``; both name
+    the paths the CPU has."""
+    have = set(cpu_features() if features is None else features)
+    avail = available_paths(have)
+    path = path or os.environ.get("DECA_BASELINE_PATH") or avail[0]
     if path not in PATHS:
-        raise ValueError(f"unknown software decompression path {path!r}; known: {', '.join(PATHS)}")
-    if path == "avx512" and not avx512_supported():
-        raise Unsupported(f"this CPU lacks {AVX512_FEATURES}: the AVX-512 kernels cannot run here; "
-                          "use the portable scalar path (path='scalar' or DECA_BASELINE_PATH=scalar)")
+        raise ValueError(f"unknown software decompression path {path!r} (known: {', '.join(PATHS)}); "
+                         f"this CPU has: {', '.join(avail)}")
+    if path not in avail:
+        missing = [f for f in REQUIRES[path] if f not in have]
+        raise Unsupported(f"this CPU lacks {', '.join(missing)}: the {path} path cannot run here; "
+                          f"this CPU has: {', '.join(avail)}")
     return path
 
 
@@ -94,14 +127,30 @@ class TileSet:
     def __init__(self, config, values, value_offsets, masks=None, scale_blocks=None, scale_block_of_tile=None):
         self.config = config
         self.cfg = _cfg(config)
-        # The AVX-512 path reads whole registers of a stream only through masked loads, so no padding is needed.
-        self.values = np.ascontiguousarray(values, np.uint8)
+        values = np.asarray(values, np.uint8).ravel()
+        raw = np.zeros(len(values) + STREAM_PADDING + 64, np.uint8)  # the kernels read ahead
+        start = -raw.ctypes.data % 64  # on a cache line, as a tile buffer would be
+        self.values = raw[start:start + len(values) + STREAM_PADDING]
+        self.values[:len(values)] = values
         self.value_offsets = np.ascontiguousarray(value_offsets, np.int64)
         self.masks = None if masks is None else np.ascontiguousarray(masks, np.uint8)
         self.scale_blocks = None if scale_blocks is None else np.ascontiguousarray(scale_blocks, np.uint8)
         self.scale_block_of_tile = (None if scale_block_of_tile is None
                                     else np.ascontiguousarray(scale_block_of_tile, np.int64))
         self.num_tiles = len(self.value_offsets) - 1
+
+    def chunk(self, start, stop):
+        """Tiles start..stop-1 as a TileSet sharing this one's buffers (no copy; the padding stays behind)."""
+        part = object.__new__(TileSet)
+        part.config, part.cfg = self.config, self.cfg
+        base = int(self.value_offsets[start])
+        part.values = self.values[base:]
+        part.value_offsets = np.ascontiguousarray(self.value_offsets[start:stop + 1] - base)
+        part.masks = None if self.masks is None else self.masks[start:stop]
+        part.scale_blocks = self.scale_blocks
+        part.scale_block_of_tile = None if self.scale_block_of_tile is None else self.scale_block_of_tile[start:stop]
+        part.num_tiles = stop - start
+        return part
 
     @classmethod
     def of_matrix(cls, cm):

@@ -4,18 +4,26 @@ Method (``deca baseline``): the process is pinned to one core; each workload is 
 Gaussian matrix of one scheme and density. *L2*: a set of tiles of about 256 KiB of compressed
 streams (at least 256 tiles), decoded once to warm the caches, then timed run after run. *DRAM*:
 the same tiles replicated to a working set several times the last-level cache, so each run streams
-from memory. Every tile is decoded into one 1 KiB BF16 buffer, as a core would feed its matrix
+from memory. Each run decodes the tiles in timed calls of 64 tiles; medians and minimums are over
+the calls of all runs. Every tile is decoded into one 1 KiB BF16 buffer, as a core would feed its matrix
 engine from L1. Times come from the TSC inside the C call; the core clock in TSC ticks is
 estimated by chains of dependent integer adds (one per core cycle) around every measurement, the
 fastest chain counting (interference only slows a chain), so cycles per tile are core cycles.
 Streaming bandwidth: one pass of 64-byte loads over a buffer larger than the LLC, in bytes per
 core cycle.
 
-The platform file (JSON, ``FORMAT``) holds the machine, the clocks, the bandwidth and one entry
-per workload: scheme, density, sparse, bytes per tile, L2 and DRAM cycles per tile (median and
-minimum over the runs), slow-path tiles. ``deca model`` reads it (``software_engine``).
+Every path this CPU runs is measured in L2 in the same run, the paths taking turns run by run
+(so that other processes' load falls on all of them alike), and its speed-up over the scalar loop
+is the ratio of the medians; DRAM is measured for the chosen path (the model's).
+
+The platform file (JSON, ``FORMAT``) holds the machine, the CPU features found, the chosen path, the
+clocks, the bandwidth and one entry per workload: scheme, density, sparse, bytes per tile, the
+chosen path's L2 and DRAM cycles per tile (median and minimum over the runs) and slow-path tiles,
+and per path its L2 cycles and speed-up over the scalar loop. ``deca model`` reads it
+(``software_engine``). ``paths.csv`` beside it has one row per workload and path.
 """
 
+import csv
 import ctypes
 import json
 import os
@@ -33,7 +41,7 @@ from deca.golden.schemes import get_scheme
 from deca.sim.model.measured import FORMAT, PLATFORM_FILE
 
 from .build import compiler, library_path
-from .decode import Stats, TileSet, avx512_supported, choose_path, lib
+from .decode import Stats, TileSet, available_paths, choose_path, cpu_features, lib
 
 
 #: The workloads of issue 19's table with the L2 and DRAM core cycles per tile measured there on an
@@ -143,22 +151,35 @@ def tsc_hz(seconds=0.25):
     return (lib().deca_tsc() - c0) / (time.perf_counter() - t0)
 
 
-def _time_runs(ts, out, path, runs, calls, clock):
-    """Cycles per tile of ``runs`` runs of ``calls`` decodes of every tile of ``ts``."""
-    stats = Stats()
-    ts.decode(out, 0, 32, path, stats)  # warm caches, branch predictors, the clock
-    results = []
+#: Tiles per timed call: short calls (well under a scheduler time slice, even on the scalar path)
+#: let the median skip the calls another process interrupted.
+CHUNK_TILES = 64
+
+
+def _time_runs(ts, out, paths, runs, clock):
+    """Per path, cycles per tile of every timed call over ``runs`` passes through the tiles of ``ts``
+    in calls of ``CHUNK_TILES`` tiles (the paths take turns pass by pass, so that other processes'
+    load falls on all of them alike), and slow-path tiles per pass."""
+    chunks = [ts.chunk(i, min(i + CHUNK_TILES, ts.num_tiles)) for i in range(0, ts.num_tiles, CHUNK_TILES)]
+    stats = {p: Stats() for p in paths}
+    for p in paths:
+        ts.decode(out, 0, 32, p, stats[p])  # warm caches, branch predictors, the clock
+    results = {p: [] for p in paths}
     for _ in range(runs):
-        clock.sample()
-        ticks = 0
-        for _ in range(calls):
-            rc, dt = ts.decode(out, 0, 32, path, stats, timed=True)
-            if rc:
-                raise AssertionError(f"kernel rejected tile {rc - 1} of a golden-compressed matrix")
-            ticks += dt
-        clock.sample()
-        results.append(ticks / (calls * ts.num_tiles))
-    return [r * clock.ratio for r in results], stats.slow_tiles // (runs * calls + 1)
+        for p in paths:
+            clock.sample()
+            for c in chunks:
+                rc, dt = c.decode(out, 0, 32, p, stats[p], timed=True)
+                if rc:
+                    raise AssertionError(f"the {p} kernel rejected a tile of a golden-compressed matrix")
+                results[p].append(dt / c.num_tiles)
+            clock.sample()
+    return ({p: [r * clock.ratio for r in results[p]] for p in paths},
+            {p: stats[p].slow_tiles // (runs + 1) for p in paths})
+
+
+def _summary(cycles):
+    return {"median": round(statistics.median(cycles), 2), "min": round(min(cycles), 2), "calls": len(cycles)}
 
 
 @dataclass
@@ -172,6 +193,7 @@ class Result:
     dram_mib: float
     dram: list
     slow_tiles_per_pass: int
+    by_path: dict  # path -> (L2 cycles per tile of every run, slow tiles per pass)
 
     def to_dict(self):
         return {
@@ -179,12 +201,15 @@ class Result:
             "class": self.scheme + ("-sparse" if self.sparse else ""),
             "bytes_per_tile": round(self.bytes_per_tile, 2),
             "l2_tiles": self.l2_tiles,
-            "l2_cycles_per_tile": {"median": round(statistics.median(self.l2), 2), "min": round(min(self.l2), 2),
-                                   "runs": len(self.l2)},
+            "l2_cycles_per_tile": _summary(self.l2),
             "dram_working_set_mib": round(self.dram_mib, 1),
-            "dram_cycles_per_tile": {"median": round(statistics.median(self.dram), 2), "min": round(min(self.dram), 2),
-                                     "runs": len(self.dram)},
+            "dram_cycles_per_tile": _summary(self.dram),
             "slow_tiles_per_pass": self.slow_tiles_per_pass,
+            "paths": {p: {"l2_cycles_per_tile": _summary(l2), "slow_tiles_per_pass": slow,
+                          **({"speedup_over_scalar": round(statistics.median(self.by_path["scalar"][0])
+                                                           / statistics.median(l2), 2)}
+                             if "scalar" in self.by_path else {})}
+                      for p, (l2, slow) in self.by_path.items()},
         }
 
 
@@ -217,8 +242,12 @@ def pick_cpu():
 
 
 def measure(workloads=DEFAULT_WORKLOADS, path=None, runs=9, dram_factor=4, seed=1, cpu=None, log=print):
-    """Measure every workload; returns the platform document (a dict, see the module docstring)."""
+    """Measure every workload; returns the platform document (a dict, see the module docstring).
+
+    ``path``: the path whose numbers the model reads (default: the fastest); every path this CPU
+    runs is measured in L2 beside it."""
     path = choose_path(path)
+    paths = [path, *(p for p in available_paths() if p != path)]
     cpu = pick_cpu() if cpu is None else cpu
     allowed = os.sched_getaffinity(0)
     if cpu not in allowed:
@@ -232,7 +261,8 @@ def measure(workloads=DEFAULT_WORKLOADS, path=None, runs=9, dram_factor=4, seed=
         dram_bytes = int(dram_factor * llc)
         load_before = os.getloadavg()
         log(f"pinned to CPU {cpu}; TSC {tsc / 1e9:.3f} GHz; core clock ~{clock.ratio * tsc / 1e9:.3f} GHz "
-            f"(dependent adds); LLC {llc >> 20} MiB; DRAM sets of {dram_bytes >> 20} MiB; {path} path")
+            f"(dependent adds); LLC {llc >> 20} MiB; DRAM sets of {dram_bytes >> 20} MiB; {path} path "
+            f"(L2 also: {', '.join(paths[1:]) or 'no other path'})")
         results = []
         out = aligned(np.zeros(TILE_BYTES // 2, np.uint16))
         for scheme, density in workloads:
@@ -240,18 +270,19 @@ def measure(workloads=DEFAULT_WORKLOADS, path=None, runs=9, dram_factor=4, seed=
             ts = TileSet.of_matrix(cm)
             per_tile = working_set_bytes(ts) / ts.num_tiles
             n = int(min(ts.num_tiles, max(MIN_TILES, L2_BYTES // per_tile)))
-            l2, slow = _time_runs(_subset(ts, n), out, path, runs, max(1, 200_000 // (n * 50)), clock)
+            l2, slow = _time_runs(_subset(ts, n), out, paths, runs, clock)
             big = _replicate(ts, -(-dram_bytes // working_set_bytes(ts)))
-            dram, _ = _time_runs(big, out, path, max(3, runs // 2), 1, clock)
+            dram, _ = _time_runs(big, out, [path], max(3, runs // 2), clock)
             # The matrix's own density: ternary makes zeros of its own.
-            r = Result(scheme, round(cm.density, 4), ts.config.sparse, per_tile, n, l2, working_set_bytes(big) / 2**20,
-                       dram, slow)
+            r = Result(scheme, round(cm.density, 4), ts.config.sparse, per_tile, n, l2[path],
+                       working_set_bytes(big) / 2**20, dram[path], slow[path], {p: (l2[p], slow[p]) for p in paths})
             del big
             results.append(r)
             d = r.to_dict()
             log(f"  {scheme:>8} d={density:<5g} {per_tile:7.1f} B/tile  L2 {d['l2_cycles_per_tile']['median']:7.1f} "
                 f"(min {d['l2_cycles_per_tile']['min']:.1f})  DRAM {d['dram_cycles_per_tile']['median']:7.1f} "
-                f"(min {d['dram_cycles_per_tile']['min']:.1f}) cycles/tile")
+                f"(min {d['dram_cycles_per_tile']['min']:.1f}) cycles/tile"
+                + "".join(f"; {p} L2 {d['paths'][p]['l2_cycles_per_tile']['median']:.1f}" for p in paths[1:]))
         stream = measure_stream(path, clock, dram_bytes)
         load_after = os.getloadavg()
     finally:
@@ -260,8 +291,9 @@ def measure(workloads=DEFAULT_WORKLOADS, path=None, runs=9, dram_factor=4, seed=
     return {
         "format": FORMAT,
         "machine": {"cpu": _cpu_name(), "arch": py_platform.machine(), "cpus_online": os.cpu_count(),
-                    "avx512": avx512_supported(), "llc_bytes": llc},
+                    "avx512": "avx512" in available_paths(), "cpu_features": cpu_features(), "llc_bytes": llc},
         "path": path,
+        "paths": paths,
         "library": str(library_path(cc).name),
         "compiler": cc,
         "pinned_cpu": cpu,
@@ -285,9 +317,25 @@ def _cpu_name():
     return py_platform.processor() or "unknown"
 
 
+#: Columns of ``paths.csv``.
+CSV_FIELDS = ("workload", "scheme", "density", "bytes_per_tile", "path", "l2_median", "l2_min", "speedup_over_scalar",
+              "slow_tiles_per_pass")
+
+
 def write(doc, out):
+    """The platform file and ``paths.csv`` into folder ``out``; returns the platform file's path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / PLATFORM_FILE
     path.write_text(json.dumps(doc, indent=1) + "\n")
+    with open(out / "paths.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, CSV_FIELDS)
+        w.writeheader()
+        for wl in doc["workloads"]:
+            for p, m in wl["paths"].items():
+                w.writerow({"workload": f"{wl['scheme']}@{wl['density']:g}", "scheme": wl["scheme"],
+                            "density": wl["density"], "bytes_per_tile": wl["bytes_per_tile"], "path": p,
+                            "l2_median": m["l2_cycles_per_tile"]["median"], "l2_min": m["l2_cycles_per_tile"]["min"],
+                            "speedup_over_scalar": m.get("speedup_over_scalar", ""),
+                            "slow_tiles_per_pass": m["slow_tiles_per_pass"]})
     return path

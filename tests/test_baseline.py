@@ -6,7 +6,9 @@ every scale byte of each 8-bit scale format, special BF16 scales. Both paths (AV
 portable scalar fallback) must give ``deca.golden.decompress``'s bits and errors.
 """
 
+import csv
 import itertools
+import json
 import re
 import subprocess
 import sys
@@ -23,17 +25,17 @@ Q_ALL = (1, 2, 3, 4, 5, 6, 7, 8, 16)
 SCALINGS = ((None, 32), ("bf16", 16), ("bf16", 32), ("e8m0", 16), ("e8m0", 32), ("e4m3", 16), ("e4m3", 32))
 
 
-@pytest.fixture(params=["avx512", "avx512-no-bf16", "scalar"])
+@pytest.fixture(params=["avx512", "avx512-no-bf16", "avx2", "scalar"])
 def path(request, monkeypatch):
-    """Each kernel path (AVX-512 also without its AVX512_BF16 rounding); the AVX-512 one on a CPU
-    without it must refuse with a clear message."""
+    """Each kernel path (AVX-512 also without its AVX512_BF16 rounding); a path this CPU lacks must
+    refuse with a clear message, and the test is skipped saying which features are missing."""
     name = request.param.removesuffix("-no-bf16")
     if request.param.endswith("-no-bf16"):
         monkeypatch.setenv("DECA_BASELINE_NO_AVX512BF16", "1")
-    if name == "avx512" and not baseline.avx512_supported():
-        with pytest.raises(baseline.Unsupported, match="lacks AVX-512"):
-            baseline.choose_path("avx512")
-        pytest.skip("this CPU has no AVX-512 (checked that the path refuses clearly)")
+    if name not in baseline.available_paths():
+        with pytest.raises(baseline.Unsupported, match=f"lacks .*the {name} path cannot run here") as e:
+            baseline.choose_path(name)
+        pytest.skip(f"{e.value} (checked that the path refuses clearly)")
     return name
 
 
@@ -160,7 +162,7 @@ def test_e8m0_fast_path_and_counted_slow_path(path, rng):
     stats = baseline.Stats()
     check(make_matrix(rng, cfg, 64, scale_codes=scales), path, stats)
     want_slow = int(((scales < 2) | (scales > 252)).any(axis=1).sum())
-    assert stats.slow_tiles == (want_slow if path == "avx512" else 0)
+    assert stats.slow_tiles == (want_slow if path in ("avx512", "avx2") else 0)
 
 
 def test_scaled_lut_slow_path_is_counted(path, rng):
@@ -183,7 +185,7 @@ def test_scaled_lut_slow_path_is_counted(path, rng):
     special = np.isnan(p) | ((p != 0) & (np.abs(p) < np.float32(2.0**-126)))
     want = int(special.any(axis=(1, 2)).sum())
     assert want == 16
-    assert stats.slow_tiles == (want if path == "avx512" else 0)
+    assert stats.slow_tiles == (want if path in ("avx512", "avx2") else 0)
 
 
 def test_all_codes_of_8bit_formats(path, rng):
@@ -216,6 +218,23 @@ def test_products_next_to_the_smallest_normal(fmt, path, rng):
     cm = make_matrix(rng, cfg, len(scales) // 16, scale_codes=scales.reshape(-1, 16))
     cm.values[:] = np.tile(np.arange(256, dtype=np.uint8), len(cm.values) // 256)
     check(cm, path)
+
+
+@pytest.mark.parametrize("fmt", [None, "bf16", "e8m0"])
+def test_fp8_luts_computed_and_looked_up(fmt, path, rng):
+    # E5M2 and E4M3 LUTs are computed from the code's bits (sign | magnitude << s + base) where
+    # that form holds, and looked up elsewhere (zeros, subnormals, Inf, NaN): rows of codes all
+    # in the computed range, and rows with one code outside it, dense and sparse.
+    for fmt_lut, lo, hi in ((E5M2, 4, 123), (E4M3, 8, 126)):
+        for sparse in (False, True):
+            cfg = TileConfig(8, sparse, fmt, 32, fmt_lut.lut(), 256)
+            cm = make_matrix(rng, cfg, 8, 0.4)
+            n = len(cm.values)
+            codes = rng.integers(lo, hi + 1, n) | rng.integers(0, 2, n) << 7
+            special = rng.permutation(n)[: n // 40]
+            codes[special] = rng.choice([0, 1, lo - 1, hi + 1, 127, 128, 128 + lo - 1, 255], len(special))
+            cm.values[:] = codes.astype(np.uint8)
+            check(cm, path)
 
 
 def test_decompress_tile_matches_golden(path, rng):
@@ -317,14 +336,59 @@ def test_dense_code_beyond_the_codebook(q, fmt, path, rng):
 # The fallback and the build -----------------------------------------------------------------------
 
 
-def test_without_avx512_the_scalar_fallback_runs_and_avx512_refuses(monkeypatch, rng):
+def test_without_avx512_the_next_path_runs_and_avx512_refuses(monkeypatch, rng):
     monkeypatch.setenv("DECA_BASELINE_NO_AVX512", "1")
     monkeypatch.delenv("DECA_BASELINE_PATH", raising=False)
     assert not baseline.avx512_supported()
-    assert baseline.choose_path() == "scalar"
-    with pytest.raises(baseline.Unsupported, match=r"lacks AVX-512 F, BW, VL, DQ, VBMI, VBMI2 and BITALG.*scalar"):
+    assert baseline.choose_path() == baseline.available_paths()[0] != "avx512"
+    with pytest.raises(baseline.Unsupported, match=r"lacks avx512.*the avx512 path cannot run here; this CPU has: .*scalar"):
         baseline.choose_path("avx512")
     check(make_matrix(rng, TileConfig(4, True, "e8m0", 32, E2M1.lut(), 16), 3, 0.5), None)
+
+
+AVX2_CPU = ("avx2", "fma", "f16c", "bmi2", "popcnt", "avx512f", "avx512bw", "avx512vl", "avx512dq")  # no VBMI
+AVX512_CPU = (*AVX2_CPU, "avx512vbmi", "avx512_vbmi2", "avx512_bitalg")
+
+
+@pytest.mark.parametrize("features, paths", [
+    (AVX512_CPU, ["avx512", "avx2", "scalar"]), (AVX2_CPU, ["avx2", "scalar"]),
+    (("avx2", "fma", "f16c"), ["scalar"]), ((), ["scalar"]),
+])
+def test_paths_by_cpu_features(features, paths, monkeypatch):
+    # The paths a CPU runs follow from its features alone (fake feature sets here); the default is
+    # the fastest, and every other path is refused naming the missing features and the CPU's paths.
+    monkeypatch.delenv("DECA_BASELINE_PATH", raising=False)
+    assert baseline.available_paths(features) == paths
+    assert baseline.choose_path(None, features) == paths[0]
+    for p in baseline.PATHS:
+        if p in paths:
+            assert baseline.choose_path(p, features) == p
+            continue
+        missing = [f for f in baseline.decode.REQUIRES[p] if f not in features]
+        with pytest.raises(baseline.Unsupported) as e:
+            baseline.choose_path(p, features)
+        assert str(e.value) == (f"this CPU lacks {', '.join(missing)}: the {p} path cannot run here; "
+                                f"this CPU has: {', '.join(paths)}")
+    with pytest.raises(ValueError, match=f"unknown software decompression path 'avx'.*this CPU has: {', '.join(paths)}$"):
+        baseline.choose_path("avx", features)
+
+
+def test_kernels_refuse_paths_the_cpu_lacks(rng, monkeypatch):
+    # Below the Python check, the C entry point itself returns -1 for a path this CPU lacks.
+    import ctypes
+
+    from deca.baseline.decode import _PATH_CODE, _ptr, lib
+
+    monkeypatch.delenv("DECA_BASELINE_NO_AVX512", raising=False)
+    lacking = [p for p in baseline.PATHS if p not in baseline.available_paths()]
+    if not lacking:
+        pytest.skip("this CPU runs every path")
+    ts = baseline.TileSet.of_matrix(make_matrix(rng, TileConfig(4, False, None, 32, E2M1.lut(), 16), 1))
+    out = np.zeros(512, np.uint16)
+    for p in lacking:
+        rc = lib().deca_decode(ctypes.byref(ts.cfg), _PATH_CODE[p], 1, _ptr(ts.values), _ptr(ts.value_offsets), None,
+                               None, None, out.ctypes.data, 0, 32, ctypes.byref(baseline.Stats()))
+        assert rc == -1, p
 
 
 def test_path_from_environment(monkeypatch):
@@ -342,11 +406,14 @@ def test_missing_compiler_says_what_to_install(monkeypatch):
 
 
 def test_build_is_keyed_by_the_sources(monkeypatch, tmp_path):
-    src = tmp_path / "decode.c"
-    src.write_bytes(baseline_build.SOURCES[0].read_bytes())
-    monkeypatch.setattr(baseline_build, "SOURCES", (src,))
+    sources = []
+    for src in baseline_build.SOURCES:
+        sources.append(tmp_path / src.name)
+        sources[-1].write_bytes(src.read_bytes())
+    monkeypatch.setattr(baseline_build, "SOURCES", tuple(sources))
     monkeypatch.setattr(baseline_build, "BUILD_ROOT", tmp_path / "build")
     first = baseline_build.library_path()
+    src = tmp_path / "decode.c"
     src.write_text(src.read_text() + "\n/* an edit */\n")
     assert baseline_build.library_path() != first
     src.write_text(src.read_text() + "\nsyntax error here\n")
@@ -364,6 +431,23 @@ def test_cli_bad_workloads(arg, message, capsys):
         main(["baseline", "--workloads", arg])
     assert e.value.code == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("arg, env, message", [
+    ("sse2", {}, r"unknown software decompression path 'sse2' \(known: avx512, avx2, scalar\); this CPU has: .*scalar$"),
+    ("avx512", {"DECA_BASELINE_NO_AVX512": "1"}, r"this CPU lacks avx512.*: the avx512 path cannot run here; "
+                                                  r"this CPU has: .*scalar$"),
+])
+def test_cli_bad_path_exits_2(arg, env, message, monkeypatch, capsys):
+    from deca.cli import main
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SystemExit) as e:
+        main(["baseline", "--path", arg, "--runs", "1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and re.search(message, err), err
 
 
 def test_cli_missing_compiler_exits_2():
@@ -387,7 +471,6 @@ def platform_doc(points):
 
 
 def test_measured_engine_interpolates_in_density(tmp_path):
-    import json
 
     from deca.sim.model.measured import measured_engine
     from deca.sim.model.kernels import kernel
@@ -422,7 +505,6 @@ def test_bad_platform_files(tmp_path, content, message):
 def test_model_table_with_paper_costs_measured_matches_paper_engine(tmp_path, capsys):
     # A "measured" engine with the paper-derived costs (MXFP4 100, sparse BF8 71, sparse BF16 50,
     # dense BF8 71) must give the paper engine's R-S and speedups row by row.
-    import json
 
     from deca.cli import main
 
@@ -441,7 +523,6 @@ def test_model_table_with_paper_costs_measured_matches_paper_engine(tmp_path, ca
 
 
 def test_model_with_a_partial_platform_file(tmp_path, capsys):
-    import json
 
     from deca.cli import main
 
@@ -461,11 +542,23 @@ def test_deca_baseline_writes_a_platform_file_the_model_reads(tmp_path, monkeypa
     from deca.cli import main
     from deca.sim.model.kernels import kernel
 
-    monkeypatch.setenv("DECA_BASELINE_NO_AVX512", "1")  # also: without AVX-512 it says so and measures the fallback
+    monkeypatch.setenv("DECA_BASELINE_NO_AVX512", "1")  # also: without AVX-512 it says so and measures the next path
+    monkeypatch.delenv("DECA_BASELINE_PATH", raising=False)
+    paths = baseline.available_paths()
     main(["baseline", "--workloads", "bf8:0.5,mxfp4", "--runs", "1", "--dram-factor", "0.02", "--out", str(tmp_path)])
     out = capsys.readouterr().out
-    assert "lacks AVX-512" in out and "measuring the portable scalar fallback" in out
+    assert f"paths: {', '.join(paths)}; not avx512 (lacks avx512" in out
+    assert f", {paths[0]} path, CPU" in out and "Every path this CPU runs" in out
     assert "bf8@0.5" in out and "mxfp4@1" in out and "bytes per core cycle" in out
     engine = measured_engine(tmp_path / "platform.json")
-    assert engine.path == "scalar"
+    assert engine.path == paths[0] and f"{paths[0]} path" in engine.describe()
     assert engine.vo_tile(kernel("bf8", 0.5)) > 0 and engine.vo_tile(kernel("mxfp4")) > 0
+    doc = json.loads((tmp_path / "platform.json").read_text())
+    assert doc["paths"] == paths and "avx2" in doc["machine"]["cpu_features"] or "avx2" not in paths
+    for w in doc["workloads"]:
+        assert sorted(w["paths"]) == sorted(paths)
+        assert w["paths"][paths[0]]["l2_cycles_per_tile"] == w["l2_cycles_per_tile"]
+        assert w["paths"]["scalar"]["speedup_over_scalar"] == 1.0
+    with open(tmp_path / "paths.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["workload"], r["path"]) for r in rows] == [(w, p) for w in ("bf8@0.5", "mxfp4@1") for p in paths]

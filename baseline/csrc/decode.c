@@ -1,144 +1,13 @@
 /* Software decompression of DECA compressed tiles into BF16 tiles, bit-exact to deca.golden.
  *
  * The format is the one of golden/format.py; the arithmetic is golden/numerics.py's scale_mul.
- * Two implementations share one entry point: AVX-512 (F, BW, VL, DQ, VBMI, VBMI2, BITALG, and BF16
- * when present; compiled with target attributes so the file builds anywhere) and a portable scalar
- * loop. Both validate the streams exactly where the golden model does and return the first bad
- * tile; Python then asks the golden model for the message, so both report the same error.
+ * Three implementations share one entry point: AVX-512 (F, BW, VL, DQ, VBMI, VBMI2, BITALG, and BF16
+ * when present; compiled with target attributes so the file builds anywhere), AVX2 (avx2.c) and a
+ * portable scalar loop. All validate the streams exactly where the golden model does and return
+ * the first bad tile; Python then asks the golden model for the message, so all report the same
+ * error. Every path may read up to 64 bytes past a value stream: the caller pads the buffer.
  */
-#include <stdint.h>
-#include <string.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#include <x86intrin.h>
-#define DECA_X86 1
-#else
-#define DECA_X86 0
-#endif
-
-enum { SCALE_NONE = 0, SCALE_BF16 = 1, SCALE_E8M0 = 2, SCALE_E4M3 = 3 };
-/* PATH_AVX512_NO_BF16: the AVX-512 path without AVX512_BF16 instructions, as on CPUs without them. */
-enum { PATH_SCALAR = 0, PATH_AVX512 = 1, PATH_AVX512_NO_BF16 = 2 };
-
-/* Per-kernel configuration (TileConfig), filled from Python. */
-typedef struct {
-    int32_t q_bits, sparse, scale_fmt, scale_group, lut_size;
-    uint16_t lut[256];
-} deca_cfg;
-
-/* Counters of one decode call: tiles that took an exact slow path (E8M0 scales beyond the fast
- * path's range, or scaled LUT entries that are NaN or below 2^-126). */
-typedef struct {
-    int64_t slow_tiles;
-} deca_stats;
-
-/* ---------------------------------------------------------------------------------------------
- * Shared scalar pieces
- * ------------------------------------------------------------------------------------------- */
-
-static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-/* Exact value of an E4M3FN code as float (NaN for 0x7F/0xFF). */
-static float e4m3_value(uint8_t x) {
-    int e = (x >> 3) & 15, m = x & 7;
-    float mag;
-    if ((x & 0x7F) == 0x7F) return bits_f32(0x7FC00000u);
-    if (e == 0) mag = (float)m / 8.0f * (1.0f / 64.0f);
-    else { mag = (1.0f + (float)m / 8.0f); for (int i = e - 7; i > 0; i--) mag *= 2.0f; for (int i = e - 7; i < 0; i++) mag *= 0.5f; }
-    return (x & 0x80) ? -mag : mag;
-}
-
-/* A BF16 pattern as float with a zero exponent field read as signed zero (DAZ). */
-static inline float bf16_daz(uint16_t v) {
-    return bits_f32((v & 0x7F80) ? (uint32_t)v << 16 : (uint32_t)(v & 0x8000) << 16);
-}
-
-/* The scale of element group s of a tile as float, for BF16 and E4M3 scale streams. */
-static inline float scale_float(const uint8_t *sc, int fmt, int s) {
-    if (fmt == SCALE_BF16) return bf16_daz((uint16_t)(sc[2 * s] | sc[2 * s + 1] << 8));
-    return e4m3_value(sc[s]);
-}
-
-/* Float32 product of two BF16-exact operands -> BF16 by scale_mul's rules. The product of two
- * 8-bit significands is exact in float32 except far below 2^-126, where the result flushes anyway;
- * just below 2^-126 it is exact, and rounding to 8 bits there reaches 2^-126 from
- * 2^-126 - 2^-135 (the tie goes to the even 2^-126) upwards. */
-static inline uint16_t round_product(float p) {
-    uint32_t b = f32_bits(p);
-    if (p != p) return 0x7FC0;
-    if ((b & 0x7F800000u) == 0) return (uint16_t)((b >> 16) & 0x8000) | ((b & 0x7FFFFFFFu) >= 0x7FC000u ? 0x80 : 0);
-    return (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1)) >> 16);
-}
-
-/* BF16 v times 2^k (E8M0 code x = k + 127), by scale_mul's rules. */
-static inline uint16_t e8m0_mul(uint16_t v, int x) {
-    int e = (v >> 7) & 0xFF, sign = v & 0x8000;
-    if (x == 0xFF || (e == 0xFF && (v & 0x7F))) return 0x7FC0;
-    if (e == 0xFF) return v;
-    if (e == 0) return (uint16_t)sign;
-    int E = e + x - 127;
-    if (E >= 0xFF) return (uint16_t)(sign | 0x7F80);
-    if (E <= 0) return (uint16_t)sign;
-    return (uint16_t)(sign | E << 7 | (v & 0x7F));
-}
-
-static inline int popcount64(uint64_t x) { return __builtin_popcountll(x); }
-
-/* Stored elements of a tile and the value-stream checks of golden.matrix._decode (length, zero
- * padding). Returns the number stored, or -1 when the stream is malformed. */
-static int check_stream(const deca_cfg *cfg, const uint8_t *vals, int64_t vlen, const uint8_t *mask) {
-    int n = 512;
-    if (mask) {
-        n = 0;
-        for (int i = 0; i < 8; i++) { uint64_t w; memcpy(&w, mask + 8 * i, 8); n += popcount64(w); }
-    }
-    int64_t bits = (int64_t)n * cfg->q_bits;
-    if (vlen != (bits + 7) / 8) return -1;
-    int tail = (int)(bits % 8);
-    if (tail && (vals[vlen - 1] >> tail)) return -1;
-    return n;
-}
-
-static inline uint16_t *tile_out(uint16_t *out, int64_t t, int64_t tile_cols, int64_t row_stride) {
-    if (tile_cols == 0) return out;  /* every tile into one buffer (benchmarks) */
-    return out + (t / tile_cols) * 16 * row_stride + (t % tile_cols) * 32;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Portable scalar path
- * ------------------------------------------------------------------------------------------- */
-
-static int64_t decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
-                             const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
-                             uint16_t *out, int64_t tile_cols, int64_t row_stride) {
-    const int q = cfg->q_bits, g = cfg->scale_group, fmt = cfg->scale_fmt;
-    const int scale_len = fmt == SCALE_NONE ? 0 : (512 / g) * (fmt == SCALE_BF16 ? 2 : 1);
-    for (int64_t t = 0; t < ntiles; t++) {
-        const uint8_t *vals = values + val_off[t];
-        const uint8_t *mask = cfg->sparse ? masks + 64 * t : NULL;
-        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
-        if (check_stream(cfg, vals, val_off[t + 1] - val_off[t], mask) < 0) return t + 1;
-        uint16_t *o = tile_out(out, t, tile_cols, row_stride);
-        int64_t bp = 0;
-        for (int e = 0; e < 512; e++) {
-            uint16_t v = 0;
-            if (!mask || (mask[e >> 3] >> (e & 7) & 1)) {
-                uint32_t code = 0;
-                for (int b = 0; b < q; b++, bp++) code |= (uint32_t)(vals[bp >> 3] >> (bp & 7) & 1) << b;
-                if (q <= 8 && code >= (uint32_t)cfg->lut_size) return t + 1;
-                v = q <= 8 ? cfg->lut[code] : (uint16_t)code;
-                if (fmt) {
-                    int s = (e >> 5) * (32 / g) + (e & 31) / g;
-                    v = fmt == SCALE_E8M0 ? e8m0_mul(v, sc[s]) : round_product(bf16_daz(v) * scale_float(sc, fmt, s));
-                }
-            }
-            o[(e >> 5) * row_stride + (e & 31)] = v;
-        }
-    }
-    return 0;
-}
+#include "common.h"
 
 /* ---------------------------------------------------------------------------------------------
  * AVX-512 path
@@ -359,17 +228,6 @@ AVX512 INLINE __m512 e4m3_scales(const uint8_t *sc) {
  * With AVX512_BF16, vcvtne2ps2bf16 rounds exactly as scale_mul when no product is NaN or below
  * 2^-126 (it flushes those); such rare products take the bitwise path and set *slow. */
 
-/* The smallest nonzero magnitude of a LUT's entries (DAZ), or -1 when one is Inf or NaN. */
-static float lut_min_magnitude(const deca_cfg *cfg) {
-    float vmin = 0;
-    for (int i = 0; i < cfg->lut_size; i++) {
-        uint16_t v = cfg->lut[i] & 0x7FFF;
-        if (v >= 0x7F80) return -1;
-        if (v & 0x7F80) { float f = bits_f32((uint32_t)v << 16); if (vmin == 0 || f < vmin) vmin = f; }
-    }
-    return vmin;
-}
-
 /* 1 when no product of a LUT entry and one of these 16 float scales (DAZ) is NaN or nonzero below
  * 2^-126: every scale is finite and zero or at least 2^-126 / vmin (checked by the product
  * |s| vmin, exact: two 8-bit significands). vmin < 0 (a LUT with Inf or NaN): never. */
@@ -406,20 +264,6 @@ AVX512 INLINE __m512i e8m0_exact(__m512i v, __m512i kv, __m512i k7, __mmask32 na
 /* Per-lane scale of a row for E8M0: k (or k << 7) of lanes 0-15 from scale s0, 16-31 from s1. */
 AVX512 INLINE __m512i two_halves(int a, int b) {
     return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)a), _mm512_set1_epi16((short)b));
-}
-
-/* E8M0 codes x for which v + ((x - 127) << 7) is exact for every nonzero-exponent LUT entry: no
- * entry overflows or underflows and none is Inf/NaN. Empty (lo > hi) when the LUT has specials. */
-static void e8m0_safe_range(const deca_cfg *cfg, int *lo, int *hi) {
-    int emin = 255, emax = 0;
-    for (int i = 0; i < cfg->lut_size; i++) {
-        int e = (cfg->lut[i] >> 7) & 0xFF;
-        if (e == 0xFF) { *lo = 1; *hi = 0; return; }
-        if (e) { if (e < emin) emin = e; if (e > emax) emax = e; }
-    }
-    if (emax == 0) { *lo = 0; *hi = 254; return; }  /* only zeros: any finite scale */
-    *lo = 128 - emin > 0 ? 128 - emin : 0;   /* emin + x - 127 >= 1 */
-    *hi = 381 - emax < 254 ? 381 - emax : 254;  /* emax + x - 127 <= 254, and x != 255 (NaN) */
 }
 
 /* Everything decode_tiles needs besides the per-kernel constants it is specialized on. */
@@ -818,6 +662,23 @@ AVX512 static uint64_t stream_read_avx512(const uint8_t *buf, int64_t n) {
  * Entry points (ctypes)
  * ------------------------------------------------------------------------------------------- */
 
+/* The x86 features the paths need, as bits in the order of deca.baseline.decode.FEATURE_BITS. */
+int64_t deca_cpu_features(void) {
+    int64_t bits = 0;
+#if DECA_X86
+    __builtin_cpu_init();
+    const int have[] = {
+        __builtin_cpu_supports("avx2"), __builtin_cpu_supports("fma"), __builtin_cpu_supports("f16c"),
+        __builtin_cpu_supports("bmi2"), __builtin_cpu_supports("popcnt"), __builtin_cpu_supports("avx512f"),
+        __builtin_cpu_supports("avx512bw"), __builtin_cpu_supports("avx512vl"), __builtin_cpu_supports("avx512dq"),
+        __builtin_cpu_supports("avx512vbmi"), __builtin_cpu_supports("avx512vbmi2"),
+        __builtin_cpu_supports("avx512bitalg"), __builtin_cpu_supports("avx512bf16"),
+    };
+    for (int i = 0; i < (int)(sizeof have / sizeof have[0]); i++) bits |= (int64_t)(have[i] != 0) << i;
+#endif
+    return bits;
+}
+
 /* 1 when this CPU runs the AVX-512 path. */
 int deca_have_avx512(void) {
 #if DECA_X86
@@ -835,7 +696,7 @@ int deca_have_avx512(void) {
  * masks[64t:64t+64] (sparse), its scales block block_of_tile[t] of ``scales``. Row r of tile t
  * goes to out + (t / tile_cols) * 16 * row_stride + (t % tile_cols) * 32 + r * row_stride
  * (tile_cols = 0: every tile to ``out``). Returns 0, or t + 1 for the first malformed tile t, or
- * -1 when the AVX-512 path is asked for on a CPU without it. */
+ * -1 when the AVX-512 or AVX2 path is asked for on a CPU without it. */
 int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
                     const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
                     uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
@@ -852,7 +713,16 @@ int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t
         return -1;
 #endif
     }
-    return decode_scalar(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride);
+    if (path == PATH_AVX2) {
+#if DECA_X86
+        if (!deca_have_avx2()) return -1;
+        return deca_decode_avx2(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols,
+                                row_stride, stats);
+#else
+        return -1;
+#endif
+    }
+    return deca_decode_scalar(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride);
 }
 
 /* Time stamp counter (0 where there is none). */

@@ -1,0 +1,437 @@
+/* The AVX2 path (AVX2, FMA, F16C, BMI2) of deca_decode, bit-exact to deca.golden like the others.
+ *
+ * build.py compiles this file with AVX-512 switched off, so that on an AVX-512 machine it still
+ * measures the instructions an AVX2-only CPU runs (the compiler would otherwise use EVEX forms).
+ * Only one 256-bit shuffle port on Intel cores (port 5) runs vpshufb, vpunpck*, vpermq and
+ * vinserti128 from a register; the kernels spend it on lookups and put everything else on the
+ * ALU ports and the load ports (broadcasts and vinserti128 from memory do not need port 5).
+ *
+ * A row (32 elements) at a time: its codes as 32 bytes, zero where not stored, are
+ *   dense Q = 8: one load; dense Q = 4: the row's 16 bytes broadcast to both lanes, a vpshufb
+ *   that puts the byte of each nibble in place and a shift / mask; other Q < 8: BMI2 pdep
+ *   spreads each 8 codes (Q bytes) into 8 bytes of a tile buffer; sparse: the stored codes (from
+ *   the stream, or for Q < 8 from the pdep buffer) expanded by one vpshufb per row, whose indices
+ *   come per mask byte (8 elements) from a 256-entry table of byte permutations (with the count of
+ *   the lane's preceding stored codes added: a table per count 0..8), broadcast from memory and
+ *   blended.
+ * The codes index the LUT split into its low and high bytes: Q <= 4 one vpshufb per byte; Q = 5..8
+ * a chain of vpshufb over the LUT's 16-entry pieces (piece i looked up by code - 16i, which
+ * vpshufb zeroes when negative, XOR-accumulated from piece differences; Q = 8 two 7-bit chains
+ * and a blend). 8-bit LUTs of the form sign | (magnitude << s) + base over a range of magnitudes
+ * (E5M2, E4M3) are computed instead with a shift, a mask and an add per byte; rows with a code
+ * outside the range (zeros, subnormals, Inf, NaN) take the chain. vpunpck[lh]bw of the low and
+ * high bytes give the BF16 words; the codes are laid out so that they come out in order.
+ * Scales: E8M0 adds (x - 127) << 7 to words with a nonzero exponent when the tile's scales keep
+ * every LUT entry normal (else the exact per-lane rules); BF16 and E4M3 scales multiply in
+ * float32 (even and odd words separately) and round to nearest-even on the bits, with the
+ * exact fix-ups for NaN and products below 2^-126 only in tiles whose scales can make them.
+ */
+#include "common.h"
+
+#if DECA_X86
+#define AVX2 __attribute__((target("avx2,fma,f16c,bmi,bmi2,popcnt")))
+#define INLINE static inline __attribute__((always_inline))
+
+int deca_have_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
+           __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("f16c");
+}
+
+/* expand8[k][m]: byte j = k + (set bits of m below j) when bit j of m is set, else 0x80 (vpshufb
+ * writes 0). word_mask[m]: word j = 0xFFFF when bit j is set. expand16[m]: vpshufb indices that
+ * expand the stored BF16 words of mask byte m. */
+static uint64_t expand8[9][256];
+static uint16_t word_mask[256][8] __attribute__((aligned(16)));
+static uint8_t expand16[256][16] __attribute__((aligned(16)));
+static int tables_ready;
+
+static void init_tables(void) {
+    for (int m = 0; m < 256; m++) {
+        int rank = 0;
+        for (int j = 0; j < 8; j++) {
+            int set = (m >> j) & 1;
+            word_mask[m][j] = set ? 0xFFFF : 0;
+            expand16[m][2 * j] = set ? (uint8_t)(2 * rank) : 0x80;
+            expand16[m][2 * j + 1] = set ? (uint8_t)(2 * rank + 1) : 0x80;
+            for (int k = 0; k <= 8; k++)
+                expand8[k][m] |= (uint64_t)(set ? k + rank : 0x80) << (8 * j);
+            rank += set;
+        }
+    }
+    tables_ready = 1;
+}
+
+/* Per-kernel constants. */
+typedef struct {
+    __m256i lo[16], hi[16];  /* LUT pieces (Q <= 4: piece 0 is the table; else differences), both lanes */
+    int pieces;
+    int affine;              /* Q = 8: codes with magnitude in [amin, amax] computed, not looked up */
+    __m256i a_lomask, a_himask, a_base, a_min, a_max;
+    int a_shift;
+} luts;
+
+/* The LUT's 16-entry pieces (DAZ when scaled), as XOR differences for the chains, and the
+ * affine form of 8-bit LUTs: sign | ((magnitude << s) + base) with base's low byte 0. */
+AVX2 static void load_luts(const deca_cfg *cfg, int daz, luts *L) {
+    const int q = cfg->q_bits;
+    uint16_t v[256];
+    for (int i = 0; i < 256; i++) v[i] = daz && !(cfg->lut[i] & 0x7F80) ? cfg->lut[i] & 0x8000 : cfg->lut[i];
+    L->pieces = q <= 4 ? 1 : 1 << (q - 4);
+    for (int p = 0; p < L->pieces; p++) {
+        uint8_t lo[16], hi[16];
+        /* Q = 8: pieces 0-7 and 8-15 are two chains */
+        int prev = (p & 7) ? p - 1 : -1;
+        for (int i = 0; i < 16; i++) {
+            uint16_t x = v[16 * p + i] ^ (prev >= 0 ? v[16 * prev + i] : 0);
+            lo[i] = (uint8_t)x; hi[i] = (uint8_t)(x >> 8);
+        }
+        L->lo[p] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo));
+        L->hi[p] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi));
+    }
+    L->affine = 0;
+    if (q != 8 || cfg->lut_size != 256) return;
+    int best = 0;
+    for (int s = 1; s < 8; s++) {
+        uint16_t base = (uint16_t)(v[64] - (64 << s));
+        if (base & 0xFF) continue;
+        int ok[128];
+        for (int m = 0; m < 128; m++) {
+            uint16_t f = (uint16_t)((m << s) + base);
+            ok[m] = !(f & 0x8000) && v[m] == f && v[m + 128] == (f | 0x8000);
+        }
+        if (!ok[64]) continue;
+        int lo = 64, hi = 64;
+        while (lo > 0 && ok[lo - 1]) lo--;
+        while (hi < 127 && ok[hi + 1]) hi++;
+        if (hi - lo + 1 > best) {
+            best = hi - lo + 1;
+            L->a_shift = s;
+            L->a_lomask = _mm256_set1_epi8((char)((0xFF << s) & 0xFF));
+            L->a_himask = _mm256_set1_epi8((char)(0x7F >> (8 - s)));
+            L->a_base = _mm256_set1_epi8((char)(base >> 8));
+            L->a_min = _mm256_set1_epi8((char)lo);
+            L->a_max = _mm256_set1_epi8((char)hi);
+        }
+    }
+    L->affine = best >= 64;
+}
+
+/* Low and high bytes of the LUT entries of 32 codes (any layout). */
+AVX2 INLINE void chain(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi) {
+    __m256i l = _mm256_shuffle_epi8(L->lo[0], x), h = _mm256_shuffle_epi8(L->hi[0], x);
+    if (q <= 4) { *lo = l, *hi = h; return; }
+    const int n = q == 8 ? 8 : L->pieces;
+    for (int i = 1; i < n; i++) {
+        __m256i xi = _mm256_sub_epi8(x, _mm256_set1_epi8((char)(16 * i)));
+        l = _mm256_xor_si256(l, _mm256_shuffle_epi8(L->lo[i], xi));
+        h = _mm256_xor_si256(h, _mm256_shuffle_epi8(L->hi[i], xi));
+    }
+    if (q == 8) {  /* codes 128-255: the upper chain on code - 128 */
+        __m256i xu = _mm256_xor_si256(x, _mm256_set1_epi8((char)0x80));
+        __m256i ul = _mm256_shuffle_epi8(L->lo[8], xu), uh = _mm256_shuffle_epi8(L->hi[8], xu);
+        for (int i = 1; i < 8; i++) {
+            __m256i xi = _mm256_sub_epi8(xu, _mm256_set1_epi8((char)(16 * i)));
+            ul = _mm256_xor_si256(ul, _mm256_shuffle_epi8(L->lo[8 + i], xi));
+            uh = _mm256_xor_si256(uh, _mm256_shuffle_epi8(L->hi[8 + i], xi));
+        }
+        l = _mm256_blendv_epi8(l, ul, x);
+        h = _mm256_blendv_epi8(h, uh, x);
+    }
+    *lo = l, *hi = h;
+}
+
+/* 32 codes in the rows layout (lane L byte b holds element 16 (b >> 3) + 8L + (b & 7)) -> BF16
+ * words of elements 0-15 (*w0) and 16-31 (*w1). */
+AVX2 INLINE void lookup(const luts *L, int q, __m256i x, __m256i *w0, __m256i *w1) {
+    __m256i lo, hi;
+    if (q == 8 && L->affine) {
+        __m256i mag = _mm256_and_si256(x, _mm256_set1_epi8(0x7F));
+        __m256i in = _mm256_cmpeq_epi8(_mm256_max_epu8(_mm256_min_epu8(mag, L->a_max), L->a_min), mag);
+        if (_mm256_movemask_epi8(in) == -1) {
+            lo = _mm256_and_si256(_mm256_slli_epi16(x, L->a_shift), L->a_lomask);
+            hi = _mm256_and_si256(_mm256_srli_epi16(x, 8 - L->a_shift), L->a_himask);
+            hi = _mm256_or_si256(_mm256_add_epi8(hi, L->a_base), _mm256_andnot_si256(_mm256_set1_epi8(0x7F), x));
+        } else chain(L, q, x, &lo, &hi);
+    } else chain(L, q, x, &lo, &hi);
+    *w0 = _mm256_unpacklo_epi8(lo, hi);
+    *w1 = _mm256_unpackhi_epi8(lo, hi);
+}
+
+/* Float32 products -> dwords whose high word is the BF16 result by scale_mul's rules: nearest-even
+ * on the bits; ``exact``: NaN -> 0x7FC0, below 2^-126 -> signed zero, or 2^-126 from
+ * 2^-126 - 2^-135 up (round_product). */
+AVX2 INLINE __m256i round_dwords(__m256 p, int exact) {
+    __m256i b = _mm256_castps_si256(p);
+    __m256i t = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)),
+                                 _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1)));
+    if (!exact) return t;
+    __m256i sub = _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+    __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7FBFFF));
+    __m256i flushed = _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32((int)0x80000000u)),
+                                      _mm256_and_si256(up, _mm256_set1_epi32(0x00800000)));
+    t = _mm256_blendv_epi8(t, flushed, sub);
+    return _mm256_blendv_epi8(t, _mm256_set1_epi32(0x7FC00000), _mm256_castps_si256(_mm256_cmp_ps(p, p, _CMP_UNORD_Q)));
+}
+
+/* scale_mul of 16 BF16 words (DAZ applied) by one float scale. */
+AVX2 INLINE __m256i mul_round(__m256i v, __m256 s, int exact) {
+    __m256 pe = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), s);
+    __m256 po = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u))), s);
+    return _mm256_or_si256(_mm256_srli_epi32(round_dwords(pe, exact), 16),
+                           _mm256_and_si256(round_dwords(po, exact), _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* v times 2^k per word (kv = k, k7 = k << 7), exact by scale_mul's rules; nan: the scale is NaN. */
+AVX2 INLINE __m256i e8m0_exact(__m256i v, __m256i kv, __m256i k7, __m256i nan_scale) {
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i e = _mm256_and_si256(_mm256_srli_epi16(v, 7), _mm256_set1_epi16(0xFF));
+    __m256i E = _mm256_add_epi16(e, kv);
+    __m256i sign = _mm256_and_si256(v, _mm256_set1_epi16((short)0x8000));
+    __m256i r = _mm256_add_epi16(v, k7);
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(sign, _mm256_set1_epi16(0x7F80)), _mm256_cmpgt_epi16(E, _mm256_set1_epi16(254)));
+    __m256i under = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_set1_epi16(1), E), _mm256_cmpeq_epi16(e, zero));
+    r = _mm256_blendv_epi8(r, sign, under);
+    r = _mm256_blendv_epi8(r, v, _mm256_cmpeq_epi16(e, _mm256_set1_epi16(0xFF)));
+    __m256i nan = _mm256_or_si256(nan_scale, _mm256_cmpgt_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x7FFF)),
+                                                                 _mm256_set1_epi16(0x7F80)));
+    return _mm256_blendv_epi8(r, _mm256_set1_epi16(0x7FC0), nan);
+}
+
+/* A tile's scales: E8M0 k7 and k as dwords (the word twice, for vpbroadcastd from memory),
+ * BF16/E4M3 as floats. Returns 1 when the tile takes the exact path: E8M0 scales outside
+ * [safe_lo, safe_hi], or float scales that can make a NaN or a product below 2^-126 with a LUT
+ * entry of magnitude >= vmin (vmin < 0: always). */
+AVX2 INLINE int tile_scales(int fmt, int nscales, const uint8_t *sc, int safe_lo, int safe_hi, float vmin,
+                            uint32_t *k7d, uint32_t *kd, float *sf) {
+    int exact = 0;
+    for (int h = 0; h < nscales; h += 8) {
+        __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + h)));
+        if (fmt == SCALE_E8M0) {
+            __m256i k = _mm256_sub_epi32(x, _mm256_set1_epi32(127));
+            __m256i k7 = _mm256_and_si256(_mm256_slli_epi32(k, 7), _mm256_set1_epi32(0xFFFF));
+            _mm256_storeu_si256((__m256i *)(k7d + h), _mm256_or_si256(k7, _mm256_slli_epi32(k7, 16)));
+            k = _mm256_and_si256(k, _mm256_set1_epi32(0xFFFF));
+            _mm256_storeu_si256((__m256i *)(kd + h), _mm256_or_si256(k, _mm256_slli_epi32(k, 16)));
+            __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(safe_lo), x),
+                                          _mm256_cmpgt_epi32(x, _mm256_set1_epi32(safe_hi)));
+            exact |= safe_lo > safe_hi || !_mm256_testz_si256(out, out);
+            continue;
+        }
+        __m256 f;
+        if (fmt == SCALE_BF16) {
+            __m256i d = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(sc + 2 * h))), 16);
+            __m256i zexp = _mm256_cmpeq_epi32(_mm256_and_si256(d, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+            f = _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_and_si256(zexp, _mm256_set1_epi32(0x7FFFFFFF)), d));
+        } else {
+            __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24);
+            __m256i mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7F));
+            __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23));
+            __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(1.0f / 512)));
+            __m256i v = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag));
+            v = _mm256_blendv_epi8(v, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F)));
+            f = _mm256_castsi256_ps(_mm256_or_si256(v, sign));
+        }
+        _mm256_storeu_ps(sf + h, f);
+        __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), f);
+        __m256 bad = _mm256_or_ps(_mm256_cmp_ps(a, _mm256_set1_ps(__builtin_inff()), _CMP_NLT_UQ),  /* NaN, Inf */
+                                  _mm256_and_ps(_mm256_cmp_ps(_mm256_mul_ps(a, _mm256_set1_ps(vmin)),
+                                                              _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ),
+                                                _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_NEQ_OQ)));
+        exact |= vmin < 0 || !_mm256_testz_ps(bad, bad);
+    }
+    return exact;
+}
+
+/* scale_mul of the 16 words of elements 16h..16h+15 of row r by their scale. */
+AVX2 INLINE __m256i scale_words(__m256i v, int fmt, int g, int r, int h, const uint32_t *k7d, const uint32_t *kd,
+                                const float *sf, const uint8_t *sc, int exact) {
+    const int s = g == 32 ? r : 2 * r + h;
+    if (fmt == SCALE_E8M0) {
+        __m256i k7 = _mm256_set1_epi32((int)k7d[s]);  /* vpbroadcastd from memory */
+        if (!exact)  /* zero-exponent (zero) entries stay signed zero */
+            return _mm256_add_epi16(v, _mm256_andnot_si256(
+                _mm256_cmpeq_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x7F80)), _mm256_setzero_si256()), k7));
+        __m256i nan = _mm256_set1_epi16(sc[s] == 0xFF ? -1 : 0);
+        return e8m0_exact(v, _mm256_set1_epi32((int)kd[s]), k7, nan);
+    }
+    if (fmt != SCALE_NONE) return mul_round(v, _mm256_broadcast_ss(sf + s), exact);
+    return v;
+}
+
+/* The word mask of row r's 32 mask bits: elements 0-15 (*m0) and 16-31 (*m1). */
+AVX2 INLINE void row_word_masks(uint32_t m, __m256i *m0, __m256i *m1) {
+    *m0 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)word_mask[m & 0xFF])),
+                                  _mm_load_si128((const __m128i *)word_mask[(m >> 8) & 0xFF]), 1);
+    *m1 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)word_mask[(m >> 16) & 0xFF])),
+                                  _mm_load_si128((const __m128i *)word_mask[m >> 24]), 1);
+}
+
+/* The stored codes of a row (bytes from src) expanded by the mask m into 32 bytes in element
+ * order, ``fill`` where not stored (a code the affine lookup computes; the words are zeroed later). */
+AVX2 INLINE __m256i expand_row(const uint8_t *src, uint32_t m, const __m256i *fill) {
+    const uint32_t b0 = m & 0xFF, b1 = (m >> 8) & 0xFF, b2 = (m >> 16) & 0xFF, b3 = m >> 24;
+    const int p0 = __builtin_popcount(b0), p01 = __builtin_popcount(m & 0xFFFF), p2 = __builtin_popcount(b2);
+    __m256i idx = _mm256_blend_epi32(_mm256_set1_epi64x((long long)expand8[0][b0]),
+                                     _mm256_set1_epi64x((long long)expand8[p0][b1]), 0x0C);
+    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[0][b2]), 0x30);
+    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[p2][b3]), 0xC0);
+    __m256i data = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)src)),
+                                           _mm_loadu_si128((const __m128i *)(src + p01)), 1);
+    __m256i c = _mm256_shuffle_epi8(data, idx);
+    return fill ? _mm256_blendv_epi8(c, *fill, idx) : c;
+}
+
+/* Element order -> rows layout (lane L byte b: element 16 (b >> 3) + 8L + (b & 7)). */
+AVX2 INLINE __m256i to_rows(__m256i x) { return _mm256_permute4x64_epi64(x, 0xD8); }
+
+/* Dense Q = 4: the row's 16 stream bytes broadcast; nib_idx puts in each byte of the rows layout
+ * the stream byte of its element, and even elements keep the low nibble, odd ones the high. */
+AVX2 INLINE __m256i q4_row(const uint8_t *row, __m256i nib_idx) {
+    __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)row)), nib_idx);
+    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi16(0x000F)),
+                           _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi16(0x0F00)));
+}
+
+/* n codes of Q < 8 bits from the stream spread to bytes by pdep, 8 at a time (Q bytes each). */
+AVX2 INLINE void unpack_codes(const uint8_t *vals, int n, int q, uint8_t *buf) {
+    const uint64_t dep = 0x0101010101010101ull * ((1u << q) - 1);
+    for (int k = 0; 8 * k < n; k++) {
+        uint64_t w = _pdep_u64(load_le64(vals + q * k), dep);
+        memcpy(buf + 8 * k, &w, 8);
+    }
+}
+
+typedef struct {
+    const deca_cfg *cfg;
+    int64_t ntiles;
+    const uint8_t *values, *masks, *scales;
+    const int64_t *val_off, *block_of_tile;
+    uint16_t *out;
+    int64_t tile_cols, row_stride;
+    deca_stats *stats;
+} args;
+
+/* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
+AVX2 INLINE int64_t tiles(const args *a, const int q, const int sparse, const int fmt) {
+    const deca_cfg *cfg = a->cfg;
+    const int g = cfg->scale_group, nscales = 512 / g;
+    const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
+    const int check_codes = q <= 8 && cfg->lut_size < (1 << q);
+    const __m256i code_max = _mm256_set1_epi8((char)(cfg->lut_size - 1));
+    luts L;
+    if (q <= 8) load_luts(cfg, fmt != SCALE_NONE, &L);
+    int safe_lo = 1, safe_hi = 0;
+    /* Q = 16 takes its values from the stream: every tile takes the exact path. */
+    if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
+    const float vmin = q <= 8 ? lut_min_magnitude(cfg) : -1;
+    uint8_t nib[32];
+    for (int p = 0; p < 32; p++) {
+        int e = 16 * ((p & 15) >> 3) + 8 * (p >> 4) + (p & 7);
+        nib[p] = (uint8_t)(e >> 1);
+    }
+    const __m256i nib_idx = _mm256_loadu_si256((const __m256i *)nib);
+    const int64_t ntiles = a->ntiles, tile_cols = a->tile_cols, rs = a->row_stride;
+    const uint8_t *const values = a->values, *const masks = a->masks, *const scales = a->scales;
+    const int64_t *const val_off = a->val_off, *const block_of_tile = a->block_of_tile;
+    uint16_t *const out = a->out;
+    int64_t slow_tiles = 0;
+    uint8_t buf[512 + 64] __attribute__((aligned(32)));
+    uint32_t k7d[32], kd[32];
+    float sf[32];
+
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *vals = values + val_off[t];
+        const uint8_t *mask = sparse ? masks + 64 * t : NULL;
+        const uint8_t *sc = fmt ? scales + block_of_tile[t] * scale_len : NULL;
+        const int n = check_stream(cfg, vals, val_off[t + 1] - val_off[t], mask);
+        if (n < 0) { a->stats->slow_tiles += slow_tiles; return t + 1; }
+        uint16_t *o = tile_out(out, t, tile_cols, rs);
+        int exact = 0;
+        if (fmt != SCALE_NONE) {
+            exact = tile_scales(fmt, nscales, sc, safe_lo, safe_hi, vmin, k7d, kd, sf);
+            slow_tiles += exact;
+        }
+        const uint8_t *src = vals;  /* stored codes, one per byte (Q = 8 or unpacked) */
+        if (q < 8 && (sparse || q != 4)) { unpack_codes(vals, n, q, buf); src = buf; }
+        int64_t pos = 0;  /* stored elements before the row */
+        int bad = 0;
+        for (int r = 0; r < 16; r++) {
+            const uint32_t m = sparse ? load_le32(mask + 4 * r) : 0xFFFFFFFFu;
+            __m256i w0, w1;
+            if (q == 16) {
+                if (sparse) {
+                    const uint8_t *p = vals + 2 * pos;
+                    const int c0 = __builtin_popcount(m & 0xFF), c1 = __builtin_popcount(m & 0xFFFF);
+                    const int c2 = c1 + __builtin_popcount((m >> 16) & 0xFF);
+                    w0 = _mm256_shuffle_epi8(
+                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+                                                _mm_loadu_si128((const __m128i *)(p + 2 * c0)), 1),
+                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)expand16[m & 0xFF])),
+                                                _mm_load_si128((const __m128i *)expand16[(m >> 8) & 0xFF]), 1));
+                    w1 = _mm256_shuffle_epi8(
+                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2 * c1))),
+                                                _mm_loadu_si128((const __m128i *)(p + 2 * c2)), 1),
+                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)expand16[(m >> 16) & 0xFF])),
+                                                _mm_load_si128((const __m128i *)expand16[m >> 24]), 1));
+                } else {
+                    w0 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r));
+                    w1 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r + 32));
+                }
+                if (fmt == SCALE_BF16 || fmt == SCALE_E4M3) {  /* the scaler reads zero exponents as zero */
+                    const __m256i keep = _mm256_set1_epi16(0x7FFF);
+                    __m256i z0 = _mm256_cmpeq_epi16(_mm256_and_si256(w0, _mm256_set1_epi16(0x7F80)), _mm256_setzero_si256());
+                    __m256i z1 = _mm256_cmpeq_epi16(_mm256_and_si256(w1, _mm256_set1_epi16(0x7F80)), _mm256_setzero_si256());
+                    w0 = _mm256_andnot_si256(_mm256_and_si256(z0, keep), w0);
+                    w1 = _mm256_andnot_si256(_mm256_and_si256(z1, keep), w1);
+                }
+            } else {
+                __m256i c;
+                if (sparse) c = to_rows(expand_row(src + pos, m, q == 8 && L.affine ? &L.a_min : NULL));
+                else if (q == 4) c = q4_row(vals + 16 * r, nib_idx);
+                else c = to_rows(_mm256_loadu_si256((const __m256i *)(src + 32 * r)));
+                if (check_codes) {
+                    __m256i over = _mm256_cmpeq_epi8(_mm256_min_epu8(c, code_max), c);
+                    bad |= _mm256_movemask_epi8(over) != -1;
+                }
+                lookup(&L, q, c, &w0, &w1);
+            }
+            pos += sparse ? __builtin_popcount(m) : 32;
+            w0 = scale_words(w0, fmt, g, r, 0, k7d, kd, sf, sc, exact);
+            w1 = scale_words(w1, fmt, g, r, 1, k7d, kd, sf, sc, exact);
+            if (sparse && (q != 16 || fmt != SCALE_NONE)) {
+                __m256i m0, m1;
+                row_word_masks(m, &m0, &m1);
+                w0 = _mm256_and_si256(w0, m0);
+                w1 = _mm256_and_si256(w1, m1);
+            }
+            _mm256_storeu_si256((__m256i *)(o + r * rs), w0);
+            _mm256_storeu_si256((__m256i *)(o + r * rs + 16), w1);
+        }
+        if (bad) { a->stats->slow_tiles += slow_tiles; return t + 1; }
+    }
+    a->stats->slow_tiles += slow_tiles;
+    return 0;
+}
+
+#define FMT_CASES(Q, SP) \
+    switch (fmt) { \
+    case SCALE_NONE: return tiles(&a, Q, SP, SCALE_NONE); \
+    case SCALE_BF16: return tiles(&a, Q, SP, SCALE_BF16); \
+    case SCALE_E8M0: return tiles(&a, Q, SP, SCALE_E8M0); \
+    default: return tiles(&a, Q, SP, SCALE_E4M3); \
+    }
+#define Q_CASE(Q) case Q: if (sparse) { FMT_CASES(Q, 1) } else { FMT_CASES(Q, 0) }
+
+AVX2 int64_t deca_decode_avx2(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
+                              const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
+                              uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
+    if (!tables_ready) init_tables();
+    const args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats};
+    const int sparse = cfg->sparse, fmt = cfg->scale_fmt;
+    switch (cfg->q_bits) {
+    Q_CASE(1) Q_CASE(2) Q_CASE(3) Q_CASE(4) Q_CASE(5) Q_CASE(6) Q_CASE(7) Q_CASE(8)
+    default: if (sparse) { FMT_CASES(16, 1) } else { FMT_CASES(16, 0) }
+    }
+}
+#endif
