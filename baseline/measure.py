@@ -4,7 +4,7 @@ Method (``deca baseline``): the process is pinned to one core; each workload is 
 Gaussian matrix of one scheme and density. *L2*: a set of tiles of about 256 KiB of compressed
 streams (at least 256 tiles), decoded once to warm the caches, then timed run after run. *DRAM*:
 the same tiles replicated to a working set several times the last-level cache, so each run streams
-from memory. Each run decodes the tiles in timed calls of 64 tiles; medians and minimums are over
+from memory. Each run decodes the tiles in timed calls of 128 tiles; medians and minimums are over
 the calls of all runs. Every tile is decoded into one 1 KiB BF16 buffer, as a core would feed its matrix
 engine from L1. Times come from the TSC inside the C call; the core clock in TSC ticks is
 estimated by chains of dependent integer adds (one per core cycle) around every measurement, the
@@ -153,7 +153,7 @@ def tsc_hz(seconds=0.25):
 
 #: Tiles per timed call: short calls (well under a scheduler time slice, even on the scalar path)
 #: let the median skip the calls another process interrupted.
-CHUNK_TILES = 64
+CHUNK_TILES = 128
 
 
 def _time_runs(ts, out, paths, runs, clock):

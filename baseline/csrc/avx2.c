@@ -117,6 +117,22 @@ AVX2 static void load_luts(const deca_cfg *cfg, int daz, luts *L) {
     L->affine = best >= 64;
 }
 
+/* The constants of the last configuration decoded (per thread): deca baseline times calls of a few
+ * dozen tiles, and the affine search costs as much as several tiles. */
+static __thread struct {
+    deca_cfg cfg;
+    int daz, valid;
+    luts L;
+} lut_cache;
+
+AVX2 static void cached_luts(const deca_cfg *cfg, int daz, luts *L) {
+    if (!lut_cache.valid || lut_cache.daz != daz || memcmp(&lut_cache.cfg, cfg, sizeof *cfg)) {
+        load_luts(cfg, daz, &lut_cache.L);
+        lut_cache.cfg = *cfg, lut_cache.daz = daz, lut_cache.valid = 1;
+    }
+    *L = lut_cache.L;
+}
+
 /* Low and high bytes of the LUT entries of 32 codes (any layout). */
 AVX2 INLINE void chain(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi) {
     __m256i l = _mm256_shuffle_epi8(L->lo[0], x), h = _mm256_shuffle_epi8(L->hi[0], x);
@@ -320,7 +336,7 @@ AVX2 INLINE int64_t tiles(const args *a, const int q, const int sparse, const in
     const int check_codes = q <= 8 && cfg->lut_size < (1 << q);
     const __m256i code_max = _mm256_set1_epi8((char)(cfg->lut_size - 1));
     luts L;
-    if (q <= 8) load_luts(cfg, fmt != SCALE_NONE, &L);
+    if (q <= 8) cached_luts(cfg, fmt != SCALE_NONE, &L);
     int safe_lo = 1, safe_hi = 0;
     /* Q = 16 takes its values from the stream: every tile takes the exact path. */
     if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);

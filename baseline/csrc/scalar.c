@@ -29,10 +29,16 @@ SCALAR_INLINE uint32_t scalar_rows(const uint8_t *vals, const uint8_t *mask, con
             const uint16_t k = fmt == SCALE_E8M0 ? k7[s] : 0;
             const float f = fmt == SCALE_BF16 || fmt == SCALE_E4M3 ? sf[s] : 0;
             const int x = fmt == SCALE_E8M0 ? sc[s] : 0;
+            /* Dense Q <= 4: the half row's 16 codes are one 64-bit word. */
+            uint64_t word = !sparse && q <= 4 ? load_le64(vals + (2 * r + h) * 2 * q) : 0;
             for (int c = 16 * h; c < 16 * h + 16; c++) {
                 const uint32_t bit = (m >> c) & 1;
-                const uint32_t code = (uint32_t)((load_le64(vals + (bp >> 3)) >> (bp & 7)) & qmask);
-                bp += sparse ? (uint32_t)q & -bit : (uint32_t)q;
+                uint32_t code;
+                if (!sparse && q <= 4) code = (uint32_t)(word & qmask), word >>= q;
+                else {
+                    code = (uint32_t)((load_le64(vals + (bp >> 3)) >> (bp & 7)) & qmask);
+                    bp += sparse ? (uint32_t)q & -bit : (uint32_t)q;
+                }
                 if (check) bad |= bit & (code >= (uint32_t)lut_size);
                 uint16_t v = q == 16 ? (uint16_t)code : lut[code];
                 if (fmt == SCALE_E8M0)
