@@ -38,10 +38,11 @@ int deca_have_avx2(void) {
            __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("f16c");
 }
 
-/* expand8[k][m]: byte j = k + (set bits of m below j) when bit j of m is set, else 0x80 (vpshufb
- * writes 0). word_mask[m]: word j = 0xFFFF when bit j is set. expand16[m]: vpshufb indices that
- * expand the stored BF16 words of mask byte m. */
-static uint64_t expand8[9][256];
+/* expand8[h][m]: byte j = 8h + (set bits of m below j) when bit j of m is set, else 0x80 (vpshufb
+ * writes 0): the indices of mask byte m's elements among its stored codes in the low (h = 0) or
+ * high (h = 1) qword of a lane. word_mask[m]: word j = 0xFFFF when bit j is set. expand16[m]:
+ * vpshufb indices that expand the stored BF16 words of mask byte m. */
+static uint64_t expand8[2][256];
 static uint16_t word_mask[256][8] __attribute__((aligned(16)));
 static uint8_t expand16[256][16] __attribute__((aligned(16)));
 static int tables_ready;
@@ -54,8 +55,8 @@ static void init_tables(void) {
             word_mask[m][j] = set ? 0xFFFF : 0;
             expand16[m][2 * j] = set ? (uint8_t)(2 * rank) : 0x80;
             expand16[m][2 * j + 1] = set ? (uint8_t)(2 * rank + 1) : 0x80;
-            for (int k = 0; k <= 8; k++)
-                expand8[k][m] |= (uint64_t)(set ? k + rank : 0x80) << (8 * j);
+            for (int h = 0; h < 2; h++)
+                expand8[h][m] |= (uint64_t)(set ? 8 * h + rank : 0x80) << (8 * j);
             rank += set;
         }
     }
@@ -158,18 +159,24 @@ AVX2 INLINE void chain(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi
 }
 
 /* 32 codes in the rows layout (lane L byte b holds element 16 (b >> 3) + 8L + (b & 7)) -> BF16
- * words of elements 0-15 (*w0) and 16-31 (*w1). */
-AVX2 INLINE void lookup(const luts *L, int q, __m256i x, __m256i *w0, __m256i *w1) {
+ * words of elements 0-15 (*w0) and 16-31 (*w1). ``absent`` (sparse): bit 7 set in the bytes of
+ * elements not stored, whose words are zeroed when ``zero``. */
+AVX2 INLINE void lookup(const luts *L, int q, __m256i x, int sparse, __m256i absent, int zero, __m256i *w0, __m256i *w1) {
     __m256i lo, hi;
     if (q == 8 && L->affine) {
         __m256i mag = _mm256_and_si256(x, _mm256_set1_epi8(0x7F));
         __m256i in = _mm256_cmpeq_epi8(_mm256_max_epu8(_mm256_min_epu8(mag, L->a_max), L->a_min), mag);
-        if (_mm256_movemask_epi8(in) == -1) {
+        if ((_mm256_movemask_epi8(in) | (sparse ? _mm256_movemask_epi8(absent) : 0)) == -1) {
             lo = _mm256_and_si256(_mm256_slli_epi16(x, L->a_shift), L->a_lomask);
             hi = _mm256_and_si256(_mm256_srli_epi16(x, 8 - L->a_shift), L->a_himask);
             hi = _mm256_or_si256(_mm256_add_epi8(hi, L->a_base), _mm256_andnot_si256(_mm256_set1_epi8(0x7F), x));
         } else chain(L, q, x, &lo, &hi);
     } else chain(L, q, x, &lo, &hi);
+    if (sparse && zero) {
+        const __m256i keep = _mm256_cmpgt_epi8(absent, _mm256_set1_epi8(-1));
+        lo = _mm256_and_si256(lo, keep);
+        hi = _mm256_and_si256(hi, keep);
+    }
     *w0 = _mm256_unpacklo_epi8(lo, hi);
     *w1 = _mm256_unpackhi_epi8(lo, hi);
 }
@@ -283,19 +290,24 @@ AVX2 INLINE void row_word_masks(uint32_t m, __m256i *m0, __m256i *m1) {
                                   _mm_load_si128((const __m128i *)word_mask[m >> 24]), 1);
 }
 
-/* The stored codes of a row (bytes from src) expanded by the mask m into 32 bytes in element
- * order, ``fill`` where not stored (a code the affine lookup computes; the words are zeroed later). */
-AVX2 INLINE __m256i expand_row(const uint8_t *src, uint32_t m, const __m256i *fill) {
+/* The stored codes of a row (bytes from src) expanded by the mask m into 32 bytes in the rows
+ * layout, zero where not stored, and (*absent) 0x80 in the bytes not stored. Each qword of the
+ * register gathers one mask byte's codes: lane 0 those of elements 0-7 and 16-23, lane 1 8-15 and
+ * 24-31, each qword's 8 stream bytes and indices broadcast from memory and blended. */
+AVX2 INLINE __m256i expand_row(const uint8_t *src, uint32_t m, __m256i *absent) {
     const uint32_t b0 = m & 0xFF, b1 = (m >> 8) & 0xFF, b2 = (m >> 16) & 0xFF, b3 = m >> 24;
-    const int p0 = __builtin_popcount(b0), p01 = __builtin_popcount(m & 0xFFFF), p2 = __builtin_popcount(b2);
+    const int p0 = __builtin_popcount(b0), p01 = __builtin_popcount(m & 0xFFFF);
+    const int p012 = p01 + __builtin_popcount(b2);
     __m256i idx = _mm256_blend_epi32(_mm256_set1_epi64x((long long)expand8[0][b0]),
-                                     _mm256_set1_epi64x((long long)expand8[p0][b1]), 0x0C);
-    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[0][b2]), 0x30);
-    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[p2][b3]), 0xC0);
-    __m256i data = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)src)),
-                                           _mm_loadu_si128((const __m128i *)(src + p01)), 1);
-    __m256i c = _mm256_shuffle_epi8(data, idx);
-    return fill ? _mm256_blendv_epi8(c, *fill, idx) : c;
+                                     _mm256_set1_epi64x((long long)expand8[1][b2]), 0x0C);
+    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[0][b1]), 0x30);
+    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[1][b3]), 0xC0);
+    __m256i data = _mm256_blend_epi32(_mm256_set1_epi64x((long long)load_le64(src)),
+                                      _mm256_set1_epi64x((long long)load_le64(src + p01)), 0x0C);
+    data = _mm256_blend_epi32(data, _mm256_set1_epi64x((long long)load_le64(src + p0)), 0x30);
+    data = _mm256_blend_epi32(data, _mm256_set1_epi64x((long long)load_le64(src + p012)), 0xC0);
+    *absent = idx;
+    return _mm256_shuffle_epi8(data, idx);
 }
 
 /* Element order -> rows layout (lane L byte b: element 16 (b >> 3) + 8L + (b & 7)). */
@@ -402,20 +414,20 @@ AVX2 INLINE int64_t tiles(const args *a, const int q, const int sparse, const in
                     w1 = _mm256_andnot_si256(_mm256_and_si256(z1, keep), w1);
                 }
             } else {
-                __m256i c;
-                if (sparse) c = to_rows(expand_row(src + pos, m, q == 8 && L.affine ? &L.a_min : NULL));
+                __m256i c, absent = _mm256_setzero_si256();
+                if (sparse) c = expand_row(src + pos, m, &absent);
                 else if (q == 4) c = q4_row(vals + 16 * r, nib_idx);
                 else c = to_rows(_mm256_loadu_si256((const __m256i *)(src + 32 * r)));
                 if (check_codes) {
                     __m256i over = _mm256_cmpeq_epi8(_mm256_min_epu8(c, code_max), c);
                     bad |= _mm256_movemask_epi8(over) != -1;
                 }
-                lookup(&L, q, c, &w0, &w1);
+                lookup(&L, q, c, sparse, absent, fmt == SCALE_NONE, &w0, &w1);
             }
             pos += sparse ? __builtin_popcount(m) : 32;
             w0 = scale_words(w0, fmt, g, r, 0, k7d, kd, sf, sc, exact);
             w1 = scale_words(w1, fmt, g, r, 1, k7d, kd, sf, sc, exact);
-            if (sparse && (q != 16 || fmt != SCALE_NONE)) {
+            if (sparse && fmt != SCALE_NONE) {  /* scaling could make NaN or -0 of a zero */
                 __m256i m0, m1;
                 row_word_masks(m, &m0, &m1);
                 w0 = _mm256_and_si256(w0, m0);
