@@ -3,7 +3,7 @@
 the argparse parsers.
 
 A results folder holds what a tool wrote (``deca run``/``deca sweep``: ``results.json`` and
-``settings.json``; ``deca baseline``: ``platform.json``; ``deca synth``: its JSON records;
+``settings.json``; ``deca baseline``: ``platform.json`` and ``paths.csv``; ``deca synth``: its JSON records;
 ``benchmarks/bench_golden.py --json``: ``golden.json``) and ``meta.json``: the commit of the design
 measured, the machine's CPU and the command that measured it, written by ``deca docs record``.
 
@@ -30,7 +30,7 @@ MARKER = re.compile(r"(<!-- results:([a-z0-9-]+) -->\n)(.*?)(<!-- /results -->)"
 KINDS = {
     "run": (("results.json", "settings.json"), "deca run --seed 1 --jobs 1 --out out/run"),
     "sweep": (("results.json", "settings.json"), "deca sweep --seed 1 --jobs 1 --out out/sweep"),
-    "baseline": (("platform.json",), "deca baseline --out out/baseline"),
+    "baseline": (("platform.json", "paths.csv"), "deca baseline --out out/baseline"),
     "golden": (("golden.json",), "python benchmarks/bench_golden.py --json out/golden/golden.json"),
     # A sweep's synth.json, or the per-design results deca synth keeps in its cache.
     "synth": (("*.json", "cache/*.json"), "deca synth --W 32 --L 8 --out out/synth"),
@@ -254,11 +254,29 @@ def table_baseline(records):
                       "l2": ("L2 median", "{:.1f}"), "l2_min": ("L2 min", "{:.1f}"),
                       "dram": ("DRAM median", "{:.1f}"), "dram_min": ("DRAM min", "{:.1f}"),
                       "slow": ("slow-path tiles per pass", "{}")})
-    note = (f"Core cycles per 16 x 32 tile to BF16, **{doc['path']} path**, core ~{doc['core_ghz']:.2f} GHz "
+    note = (f"Core cycles per 16 x 32 tile to BF16, **{doc['path']} path** (the fastest of the paths this CPU runs: "
+            f"{', '.join(doc.get('paths', [doc['path']]))}), core ~{doc['core_ghz']:.2f} GHz "
             f"(estimated), TSC {doc['tsc_ghz']:.2f} GHz; streaming read bandwidth "
             f"{doc['stream_bytes_per_cycle']:.2f} bytes per core cycle; load average {la['before'][0]:.1f} before, "
             f"{la['after'][0]:.1f} after, on {doc['machine']['cpus_online']} CPUs.")
     return note + "\n\n" + text, "baseline"
+
+
+def table_baseline_paths(records):
+    """Every path the recorded CPU runs: L2 median cycles per tile and the speed-up over the scalar loop."""
+    doc = records.json("baseline", "platform.json")
+    paths = doc.get("paths", [doc["path"]])
+    head = ["workload", *(f"{p} L2 median" for p in paths), *(f"{p} vs scalar" for p in paths if p != "scalar")]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for w in doc["workloads"]:
+        by = w.get("paths", {doc["path"]: {"l2_cycles_per_tile": w["l2_cycles_per_tile"]}})
+        cells = [f"{w['scheme']}@{w['density']:g}", *(f"{by[p]['l2_cycles_per_tile']['median']:.1f}" for p in paths),
+                 *(f"{by[p]['speedup_over_scalar']:.1f}x" for p in paths if p != "scalar")]
+        lines.append("| " + " | ".join(cells) + " |")
+    features = doc["machine"].get("cpu_features")
+    note = (f"Core cycles per tile of every path, L2, medians over the timed calls of one run (the paths taking "
+            f"turns); CPU features found: {', '.join(features) if features else 'not recorded'}.")
+    return note + "\n\n" + "\n".join(lines), "baseline"
 
 
 def table_golden(records):
@@ -415,7 +433,8 @@ def _llm_table(key):
 TABLES = {
     "run": (table_run, "run"), "table4": (table_table4, "run"), "modes": (table_modes, "run"),
     "software": (table_software, "run"), "sweep": (table_sweep, "sweep"), "sweep-grid": (table_sweep_grid, "sweep"),
-    "bpv": (table_bpv, "sweep"), "baseline": (table_baseline, "baseline"), "golden": (table_golden, "golden"),
+    "bpv": (table_bpv, "sweep"), "baseline": (table_baseline, "baseline"),
+    "baseline-paths": (table_baseline_paths, "baseline"), "golden": (table_golden, "golden"),
     "golden-summary": (table_golden_summary, "golden"), "model-table": (table_model, "baseline"),
     "model-table2": (table_model_paper, None),
     "synth": (table_synth, "synth"), "synth-blocks": (table_synth_blocks, "synth"),
