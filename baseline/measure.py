@@ -99,7 +99,7 @@ def aligned(a, align=64):
 def _subset(ts, n):
     """The first n tiles of a TileSet."""
     end = int(ts.value_offsets[n])
-    return TileSet(ts.config, aligned(ts.values[:end]), ts.value_offsets[:n + 1],
+    return TileSet(ts.config, ts.values[:end], ts.value_offsets[:n + 1],
                    None if ts.masks is None else ts.masks[:n], ts.scale_blocks,
                    None if ts.scale_block_of_tile is None else ts.scale_block_of_tile[:n])
 
@@ -113,13 +113,13 @@ def _replicate(ts, copies):
     if blocks is not None:
         block_of = np.concatenate([block_of + i * len(blocks) for i in range(copies)])
         blocks = np.tile(blocks, (copies, 1))
-    return TileSet(ts.config, aligned(np.tile(ts.values, copies)), offsets,
+    return TileSet(ts.config, np.tile(ts.values[:ts.value_offsets[-1]], copies), offsets,
                    None if ts.masks is None else np.tile(ts.masks, (copies, 1)), blocks, block_of)
 
 
 def working_set_bytes(ts):
     scale = 0 if ts.scale_blocks is None else ts.scale_blocks.size
-    return int(ts.values.size + (0 if ts.masks is None else ts.masks.size) + scale)
+    return int(ts.value_offsets[-1] + (0 if ts.masks is None else ts.masks.size) + scale)
 
 
 class Clock:
