@@ -254,6 +254,27 @@ def test_large_matrix_from_the_compressor(path, rng):
         check(compress(w, scheme, density=density), path)
 
 
+def test_measured_tile_sets_hold_the_matrix_tiles(rng):
+    # deca baseline times subsets, replicas (DRAM) and chunks of a matrix's tiles: each must decode
+    # to the matrix's own tiles.
+    from deca.baseline.measure import _replicate, _subset
+    from deca.golden import compress
+
+    ts = baseline.TileSet.of_matrix(compress(rng.standard_normal((32, 256)).astype(np.float32), "ternary"))
+    n = ts.num_tiles
+
+    def tiles(s):
+        out = np.zeros((s.num_tiles * 16, 32), np.uint16)
+        assert s.decode(out, 1, 32)[0] == 0
+        return out.reshape(s.num_tiles, 16, 32)
+
+    want = tiles(ts)
+    assert np.array_equal(tiles(_subset(ts, n - 3)), want[:n - 3])
+    big = _replicate(ts, 3)
+    assert np.array_equal(tiles(big), np.concatenate([want] * 3))
+    assert np.array_equal(tiles(big.chunk(n + 2, 2 * n + 5)), np.concatenate([want[2:], want[:5]]))
+
+
 def test_golden_decompress_engine_hook(rng, tmp_path):
     from deca.cli import main
     from deca.golden import compress, save
