@@ -43,10 +43,12 @@ def connect(address, log, check=None):
     """A ``distributed.Client`` on ``address`` (see ``cluster_address``) whose workers have the
     project installed; ``check``, if given, is a function of the project run on every worker that
     returns what must equal the client's (e.g. the code digest records depend on)."""
-    import dask
-    from distributed import Client, LocalCluster
-
     cluster_address(address)
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError as e:
+        raise ClusterError(f"--cluster needs Dask here ({e}); 'bash scripts/setup.sh' installs it") from None
     dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES})
     cluster = None
     try:

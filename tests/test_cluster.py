@@ -112,6 +112,21 @@ def test_a_unit_synthesis_on_the_cluster_gives_the_local_result(cluster, tmp_pat
     assert json.loads(cached.read_text())["total"] == b["total"]
 
 
+def test_a_verify_on_the_cluster_gives_the_local_record(cluster, tmp_path, capsys):
+    def verify(name, *where):
+        out = tmp_path / name
+        main(["verify", "--W", "8", "--L", "4", "--tiles", "120", "--block-tiles", "40", "--seed", "7", "--out", str(out),
+              *where])
+        (report,) = out.glob("verify-*.json")
+        return {k: v for k, v in json.loads(report.read_text()).items()
+                if k not in ("command", "wall_seconds", "cpu_seconds")}
+
+    local, remote = verify("local", "--jobs", "1"), verify("cluster", "--cluster", cluster.scheduler_address)
+    assert local["requests"] == 120 and local["blocks"] == [0, 1, 2]
+    assert local == remote
+    assert "0 tasks rerun after losing a worker" in capsys.readouterr().out
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -2,6 +2,7 @@
 with its functional coverage (``deca.sim.verify.coverage``), blocks run in parallel processes, a
 report, and the replay of a failing tile's batch with waves."""
 
+import contextlib
 import json
 import resource
 import shlex
@@ -32,6 +33,8 @@ def add_verify_parser(sub):
     v.add_argument("--block-tiles", type=int, default=BLOCK_TILES,
                    help=f"requests per block, each block with its own seed (default {BLOCK_TILES})")
     v.add_argument("--jobs", type=int, default=1, help="blocks run in parallel processes (default 1)")
+    v.add_argument("--cluster", metavar="ADDRESS", help="run the blocks on a Dask cluster, a scheduler's address "
+                   "(tcp://host:8786) or local:N for N worker processes here (instead of --jobs)")
     v.add_argument("--cover-min", type=float, default=None, metavar="P",
                    help="fail unless at least P%% of the declared coverage bins were hit (0-100)")
     v.add_argument("--out", type=Path, default=Path("out/verify"), help="report folder (default out/verify)")
@@ -62,11 +65,17 @@ def _check(args):
         check_mutant(args.mutant)
         if args.replay is not None:
             raise UsageError("--replay replays the unmutated PE; give --mutant or --replay, not both")
+    if args.cluster is not None:
+        from deca.cluster import cluster_address
+
+        cluster_address(args.cluster)
+        if args.replay is not None:
+            raise UsageError("--replay runs one batch here; give --cluster or --replay, not both")
     if args.replay is not None and not 0 <= args.replay < args.tiles:
         raise UsageError(f"--replay must name a request of the run, 0..{args.tiles - 1}, got {args.replay}")
 
 
-_BUS = {}
+_BUS, _DESIGNS = {}, {}
 
 
 def _block(W, L, loaders, seed, block, tiles, verilog, build_root):
@@ -76,6 +85,31 @@ def _block(W, L, loaders, seed, block, tiles, verilog, build_root):
     if verilog not in _BUS:
         _BUS[verilog] = open_bus(W, L, loaders, verilog, 1, build_root)
     return run_block(W, L, loaders, seed, block, tiles, bus=_BUS[verilog])
+
+
+def _design(W, L, loaders, mutant):
+    """(Verilog, engine build root) of the design, a mutant's under their own folders (None: the default)."""
+    from deca.sim.measure.campaign import _generate
+
+    if not mutant:
+        return _generate(W, L, loaders), None
+    from deca.sim.bench.engine import ENGINE_ROOT
+    from deca.sim.measure.campaign import VERILOG_CACHE
+
+    from .mutants import mutant_verilog
+
+    return (str(mutant_verilog(mutant, W, L, loaders, VERILOG_CACHE.parent / "mutants")),
+            ENGINE_ROOT.parent / "engine-mutants" / mutant)
+
+
+def _cluster_block(W, L, loaders, seed, block, tiles, mutant):
+    """Cluster task: (the block's record, CPU seconds), the design generated and built on this worker."""
+    if (W, L, loaders, mutant) not in _DESIGNS:
+        _DESIGNS[W, L, loaders, mutant] = _design(W, L, loaders, mutant)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    record = _block(W, L, loaders, seed, block, tiles, *_DESIGNS[W, L, loaders, mutant])
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return record, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def blocks_of(tiles, block_tiles):
@@ -105,42 +139,50 @@ def cmd_verify(args):
     from .coverage import report
     from .regression import merge, open_bus
 
-    from deca.sim.measure.campaign import _generate
-
     print(f"deca verify: PE W={args.W} L={args.L} loaders={args.loaders}"
           f"{f' with mutant {args.mutant}' if args.mutant else ''}, {args.tiles} requests in blocks of "
           f"{args.block_tiles}, seed {args.seed} (reproduce with --seed {args.seed})", flush=True)
-    build_root = None
     if args.mutant:
-        from deca.sim.bench.engine import ENGINE_ROOT
-        from deca.sim.measure.campaign import VERILOG_CACHE
-
-        from .mutants import MUTANTS, mutant_verilog
+        from .mutants import MUTANTS
 
         print(f"mutant {args.mutant}: {MUTANTS[args.mutant][3]}", flush=True)
-        verilog = str(mutant_verilog(args.mutant, args.W, args.L, args.loaders, VERILOG_CACHE.parent / "mutants"))
-        build_root = ENGINE_ROOT.parent / "engine-mutants" / args.mutant
-    else:
-        verilog = _generate(args.W, args.L, args.loaders)
-    open_bus(args.W, args.L, args.loaders, verilog, 2, build_root).close()  # built once, here
+    if not args.cluster:  # a cluster's workers generate and build the design themselves
+        verilog, build_root = _design(args.W, args.L, args.loaders, args.mutant)
+        open_bus(args.W, args.L, args.loaders, verilog, 2, build_root).close()  # built once, here
     blocks = blocks_of(args.tiles, args.block_tiles)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the Verilator build's processes
-    cpu_before, start, records = before.ru_utime + before.ru_stime, time.monotonic(), []
-    with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(_block, args.W, args.L, args.loaders, args.seed, b, n, verilog, build_root)
-                   for b, n in blocks]
+    cpu_before, start, records, cluster_cpu = before.ru_utime + before.ru_stime, time.monotonic(), [], 0
+    with contextlib.ExitStack() as stack:
+        if args.cluster:
+            from deca.cluster import connect, retried
+            from deca.sim.measure.campaign import code_digest
+
+            client = stack.enter_context(connect(args.cluster, print, check=code_digest))
+            futures = [client.submit(_cluster_block, args.W, args.L, args.loaders, args.seed, b, n, args.mutant,
+                                     pure=False) for b, n in blocks]
+        else:
+            pool = stack.enter_context(ProcessPoolExecutor(args.jobs))
+            futures = [pool.submit(_block, args.W, args.L, args.loaders, args.seed, b, n, verilog, build_root)
+                       for b, n in blocks]
         for k, f in enumerate(futures):
-            records.append(f.result())
-            rec = records[-1]
+            rec = f.result()
+            if args.cluster:
+                rec, seconds = rec
+                cluster_cpu += seconds
+            records.append(rec)
             print(f"block {k + 1}/{len(blocks)}: {rec['requests']} requests, {rec['cycles']} cycles, "
                   f"{len(rec['failures'])} failures ({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
             if args.mutant and rec["failures"]:  # killed: the blocks after it are not needed
                 for later in futures[k + 1:]:
                     later.cancel()
                 break
+        if args.cluster:
+            n = retried(client, futures)
+            print(f"{n} task{'s' * (n != 1)} rerun after losing a worker")
     wall = time.monotonic() - start
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the block processes, ended with the pool
-    cpu = children.ru_utime + children.ru_stime - cpu_before
+    # On a cluster: the CPU time the blocks took on the workers.
+    cpu = cluster_cpu if args.cluster else children.ru_utime + children.ru_stime - cpu_before
     run = merge(records)
     hit, total, missed, percent = report(run["bins"], args.loaders)
     out = Path(args.out)
