@@ -36,6 +36,7 @@ KINDS = {
     "synth": (("*.json", "cache/*.json"), "deca synth --W 32 --L 8 --out out/synth"),
     "llm": (("paper.json",), "deca model llm --paper --out out/model/llm"),
     "verify": (("verify-*.json",), "deca verify --W 32 --L 8 --tiles 20000 --seed 1 --out out/verify"),
+    "cluster": (("cluster.json",), "python benchmarks/bench_cluster.py --json out/cluster/cluster.json"),
 }
 
 
@@ -86,8 +87,8 @@ def _tool_command(folder, kind):
     """The command a tool wrote into its own records, when it does."""
     if kind == "baseline":
         return json.loads((folder / "platform.json").read_text()).get("command")
-    if kind == "golden":
-        return json.loads((folder / "golden.json").read_text()).get("command")
+    if kind in ("golden", "cluster"):
+        return json.loads((folder / f"{kind}.json").read_text()).get("command")
     if kind == "verify":
         return "; ".join(json.loads(p.read_text())["command"] for p in sorted(folder.glob("verify-*.json")))
     return None
@@ -416,6 +417,32 @@ def table_verify_mutants(records):
                       "seed": ("seed", "{}"), "killed": ("requests to kill", "{}")}), "verify"
 
 
+def table_cluster(records):
+    """``benchmarks/bench_cluster.py``: the sweep on a LocalCluster against ``--jobs 1``, with a worker killed."""
+    r = records.json("cluster", "cluster.json")["sweep"]
+    same = {None: "identical, every field"}
+    rows = [{"run": "`--jobs 1`", "wall": r["wall_jobs1"], "records": f"{r['points']}", "vs": "(the reference)"},
+            {"run": "`--cluster local:2`", "wall": r["wall_cluster2"], "records": f"{r['points']}",
+             "vs": same.get(r["cluster_differs"], r["cluster_differs"])},
+            {"run": f"`--cluster` (2 workers), one worker process killed mid-point: {r['killed_rerun']} task(s) rerun",
+             "wall": None, "records": f"{r['killed_points']}", "vs": same.get(r["killed_differs"], r["killed_differs"])}]
+    return _md(rows, {"run": ("run", "{}"), "wall": ("wall s", "{:.0f}"), "records": ("records", "{}"),
+                      "vs": ("records against --jobs 1", "{}")}), "cluster"
+
+
+def table_cluster_synth(records):
+    """``benchmarks/bench_cluster.py``: a synthesis sweep's wall time, measured and modelled."""
+    r = records.json("cluster", "cluster.json")["synth"]
+    rows = [{"workers": "2 (`--jobs 2`)", "wall": f"{r['wall_jobs2']:.0f} measured", "bound": ""},
+            {"workers": "2 (`--cluster local:2`)", "wall": f"{r['wall_cluster2']:.0f} measured",
+             "bound": "results identical but the Yosys seconds" if not any(r["cluster_differs"]) else
+             f"differ: {r['cluster_differs']}"}]
+    rows += [{"workers": n, "wall": f"{m['wall']:.0f} modelled",
+              "bound": f"longest design {m['longest']:.0f} s, total / workers {m['total_over_n']:.0f} s"}
+             for n, m in r["modelled"].items()]
+    return _md(rows, {"workers": ("workers", "{}"), "wall": ("wall s", "{}"), "bound": ("", "{}")}), "cluster"
+
+
 def _llm_table(key):
     """Table KEY of the recorded reproduction of the paper's section 8.4 (``deca model llm --paper``)."""
     def table(records):
@@ -439,7 +466,8 @@ TABLES = {
     "model-table2": (table_model_paper, None),
     "synth": (table_synth, "synth"), "synth-blocks": (table_synth_blocks, "synth"),
     "synth-paper": (table_synth_paper, "synth"), "verify": (table_verify, "verify"),
-    "verify-mutants": (table_verify_mutants, "verify"),
+    "verify-mutants": (table_verify_mutants, "verify"), "cluster": (table_cluster, "cluster"),
+    "cluster-synth": (table_cluster_synth, "cluster"),
     **{f"llm-{key}": (_llm_table(key), "llm") for key in ("table1", "table6", "speedups", "table7", "fig17", "verdicts")},
 }
 

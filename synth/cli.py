@@ -173,13 +173,14 @@ def _cluster_sweep(args, points, design, cache, activity, results, failed):
 
     from deca.cluster import connect, retried
     from deca.hw.generate import top_name
+    from deca.sim.measure.campaign import code_digest
 
     from .flow import SynthResult
     from .flow import _store as store
 
     tech = (args.tech, args.liberty, args.macro_min_bits)
     shared = args.cache and str(args.cache.resolve())
-    with connect(args.cluster, print) as client:
+    with connect(args.cluster, print, check=code_digest) as client:
         futures = {}
         for W, L, loaders in points:
             top = top_name(design, W, L, loaders)

@@ -8,9 +8,9 @@ with other settings is refused rather than mixed.
 
 Each design's Verilog is generated once (and cached across campaigns, ``generate_cached``) and
 built once per simulator (``deca.sim.bench.runner``); its points then run in worker processes,
-several points per simulator run. On a Dask cluster (``cluster``, ``deca.cluster``) each point is
+several points per simulator run. On a Dask cluster (``cluster``, ``deca.cluster``) each such run is
 a task that generates and builds its design on the worker (in the worker's caches, or a shared
-``cache`` folder) and returns its record, which the client writes here.
+``cache`` folder) and returns its records, which the client writes here.
 """
 
 import asyncio
@@ -117,13 +117,25 @@ def _measure(sim, verilog, W, L, points, params, run_name, engine="python", buil
         bus.close()
 
 
-def _measure_task(sim, point, params, engine, cache):
-    """Cluster task: the record of ``point``, its design generated and built on this worker."""
-    verilog = _generate(*point.design, cache)
-    with tempfile.TemporaryDirectory(prefix="deca-point-") as out:
-        _measure(sim, verilog, point.W, point.L, [point], {**params, "out": out}, "measure", engine, 1, cache)
-        (record,) = read_records(out).values()
-    return record
+def _measure_task(sim, points, params, engine, cache):
+    """Cluster task: the records of ``points`` (of one design, in one simulator run), the design
+    generated and built on this worker."""
+    (W, L, loaders), = {p.design for p in points}
+    with tempfile.TemporaryDirectory(prefix="deca-points-") as out:
+        _measure(sim, _generate(W, L, loaders, cache), W, L, points, {**params, "out": out}, "measure", engine, 1,
+                 cache)
+        records = read_records(out)
+    return [records[p.key] for p in points]
+
+
+def _chunks(todo, runs):
+    """``todo`` as a list of simulator runs, each of one design's points: as many as it takes to have
+    ``runs`` of them (or one per design)."""
+    by_design = defaultdict(list)
+    for p in todo:
+        by_design[p.design].append(p)
+    n = max(1, -(-runs // len(by_design)))
+    return [pts[i::n] for pts in by_design.values() for i in range(min(n, len(pts)))]
 
 
 class Campaign:
@@ -193,14 +205,12 @@ class Campaign:
                     f"(cached in {VERILOG_CACHE})")
                 verilog = dict(zip(by_design, pool.map(_generate, *zip(*by_design))))
                 # A design's points in as many runs as it takes to keep every job busy.
-                chunks = max(1, -(-jobs // len(by_design)))
                 tag = f"{zlib.crc32(str(self.out.resolve()).encode()):08x}"
                 futures = {}
-                for (W, L, loaders), pts in by_design.items():
-                    for i in range(min(chunks, len(pts))):
-                        part = pts[i::chunks]
-                        futures[pool.submit(_measure, sim, verilog[W, L, loaders], W, L, part, params,
-                                            f"measure-{tag}-{i}", engine, 2 if len(by_design) == 1 else 1)] = part
+                for i, part in enumerate(_chunks(todo, jobs)):
+                    W, L, loaders = part[0].design
+                    futures[pool.submit(_measure, sim, verilog[W, L, loaders], W, L, part, params,
+                                        f"measure-{tag}-{i}", engine, 2 if len(by_design) == 1 else 1)] = part
                 self._progress(futures, len(todo), start, failures, log)
             except KeyboardInterrupt:
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -218,18 +228,22 @@ class Campaign:
         params = dict(self.settings)
         start, failures, finished = time.monotonic(), [], 0
         with connect(address, log, check=code_digest) as client:
-            futures = {client.submit(_measure_task, sim, p, params, engine, cache and str(cache),
-                                     key=f"deca-point-{p.key}-{self.settings['code']}", pure=False): p
-                       for p in todo}
+            # Two runs per worker: a worker lost repeats a small part of the work, and one finishing
+            # early finds another to take. Each point of a run starts from reset: the same records.
+            workers = len(client.scheduler_info(n_workers=-1)["workers"])
+            futures = {client.submit(_measure_task, sim, part, params, engine, cache and str(cache), pure=False): part
+                       for part in _chunks(todo, 2 * workers)}
             try:
                 for future in as_completed(futures):
-                    point = futures[future]
+                    part = futures[future]
                     if future.status == "error":
-                        failures.append(f"[{point.key}]: {type(future.exception()).__name__}: {future.exception()}")
+                        keys = ", ".join(p.key for p in part)
+                        failures.append(f"[{keys}]: {type(future.exception()).__name__}: {future.exception()}")
                         continue
-                    write_record(self.points_dir, future.result())
-                    finished += 1
-                    _progress_line(log, finished, len(todo), point.key, start)
+                    for record in future.result():
+                        write_record(self.points_dir, record)
+                        finished += 1
+                        _progress_line(log, finished, len(todo), record["key"], start)
                 n = retried(client, futures)
                 log(f"{n} task{'s' * (n != 1)} rerun after losing a worker")
             except KeyboardInterrupt:
