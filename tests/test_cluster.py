@@ -133,12 +133,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-SWEEP, SYNTH = ["sweep", "--W", "8", "--L", "4"], ["synth", "--sweep", "--W", "8", "--L", "4"]
+SWEEP, SYNTH, VERIFY = (["sweep", "--W", "8", "--L", "4"], ["synth", "--sweep", "--W", "8", "--L", "4"],
+                        ["verify", "--W", "8", "--L", "4"])
 
 
 @pytest.mark.parametrize("command, address, message", [
     *((command, "local:0", "--cluster local:N takes a positive number of worker processes, got 'local:0'")
-      for command in (SWEEP, SYNTH)),
+      for command in (SWEEP, SYNTH, VERIFY)),
     (SYNTH, "somewhere", "--cluster takes a scheduler address like tcp://host:8786 or local:N, got 'somewhere'"),
     (SWEEP, "tcp://127.0.0.1:PORT", "no Dask scheduler answers at tcp://127.0.0.1:PORT within 5 s"),
 ])
