@@ -17,7 +17,7 @@ from pathlib import Path
 
 from deca.toolchain import ToolError
 
-from . import activity, sram, sta
+from . import activity, memories, sram, sta
 from .blocks import BLOCK_NAMES, block_of
 from .liberty import LibertyError
 from .liberty import read as read_liberty
@@ -59,21 +59,30 @@ class Technology:
     min_macro_bits: int = sram.MIN_MACRO_BITS
     activity: float = DEFAULT_ACTIVITY
     dont_use: tuple = ()     # glob patterns of cells left out of the mapping and the buffer trees
+    memories: str = memories.DEFAULT_MODE   # deca.synth.memories.MODES
 
     @property
     def cells(self):
         return self.name != "generic"
 
 
-def technology(name="asap7", liberties=None, min_macro_bits=sram.MIN_MACRO_BITS):
-    """The technology of ``deca synth --tech NAME`` or ``--liberty FILE...``."""
+def technology(name="asap7", liberties=None, min_macro_bits=sram.MIN_MACRO_BITS, memory_mode=memories.DEFAULT_MODE,
+               macro_liberties=None):
+    """The technology of ``deca synth --tech NAME`` or ``--liberty FILE...``, ``--memories MODE`` and
+    ``--macro-liberty FILE...`` (the macro model's calibration, checked here)."""
+    if memory_mode not in memories.MODES:
+        raise ValueError(f"--memories must be one of {', '.join(memories.MODES)}, got {memory_mode!r}")
+    macros = tuple(Path(p) for p in macro_liberties) if macro_liberties else sram.FAKERAM
+    options = dict(min_macro_bits=min_macro_bits, memories=memory_mode, macro_liberties=macros)
     if liberties:
-        return Technology("liberty", tuple(Path(p) for p in liberties), min_macro_bits=min_macro_bits)
+        sram.fit(macros, min_macro_bits)
+        return Technology("liberty", tuple(Path(p) for p in liberties), **options)
     if name not in TECHNOLOGIES:
         raise ValueError(f"unknown technology {name!r} (one of {', '.join(TECHNOLOGIES)})")
     if name == "asap7":
-        return Technology(name, ASAP7_LIBERTIES, min_macro_bits=min_macro_bits, dont_use=ASAP7_DONT_USE)
-    return Technology(name, min_macro_bits=min_macro_bits)
+        sram.fit(macros, min_macro_bits)
+        return Technology(name, ASAP7_LIBERTIES, dont_use=ASAP7_DONT_USE, **options)
+    return Technology(name, **options)
 
 
 #: Gates have no power-on values: the registers' initial values are dropped after ``proc``, which
@@ -94,8 +103,8 @@ def cells_script(top, liberties, macro_shapes, constrained, dont_use=()):
     libs = " ".join(f"-liberty {name}" for name in liberties)
     usable = " ".join([*(f"-dont_use {pattern}" for pattern in dont_use), libs])
     abc = f"abc -D {TARGET_PS:g} " + (f"-constr {ABC_CONSTR} " if constrained else "") + usable
-    marks = [f"setattr -set deca_macro 1 t:$mem_v2 r:WIDTH={width} %i r:SIZE={words} %i"
-             for words, width in sorted(macro_shapes)]
+    marks = [f"setattr -set deca_macro 1 t:$mem_v2 r:WIDTH={width} %i r:SIZE={words} %i r:RD_PORTS={reads} %i "
+             f"r:WR_PORTS={writes} %i" for words, width, reads, writes in sorted(macro_shapes)]
     lines = ["read_rtlil front.il", f"synth -top {top} -noabc -run coarse:fine", *marks,
              "opt -fast -full", "memory_map -attr !deca_macro",
              # Each memory left in flip-flops keeps its own: the L LUT replicas hold the same entries,
@@ -107,9 +116,9 @@ def cells_script(top, liberties, macro_shapes, constrained, dont_use=()):
     return "\n".join(lines) + "\n"
 
 
-def _memory_shapes(rtlil):
-    """(module, memory, words, width) of every $mem_v2 cell in an RTLIL file."""
-    shapes, module, cell, params = [], None, None, {}
+def _memories(rtlil):
+    """Every $mem_v2 cell of an RTLIL file as a ``memories.Memory``."""
+    found, module, cell, params, conns = [], None, None, {}, {}
     with open(rtlil) as f:
         for line in f:
             words = line.split()
@@ -118,13 +127,52 @@ def _memory_shapes(rtlil):
             if words[0] == "module":
                 module = _strip(words[1])
             elif words[0] == "cell" and words[1] == "$mem_v2":
-                cell, params = _strip(words[2]), {}
-            elif cell and words[0] == "parameter" and words[1] in ("\\WIDTH", "\\SIZE"):
-                params[words[1][1:]] = int(words[2])
+                cell, params, conns = _strip(words[2]), {}, {}
+            elif cell and words[0] == "parameter" and len(words) > 2:
+                params[words[1][1:]] = words[2]
+            elif cell and words[0] == "connect":
+                conns[words[1][1:]] = " ".join(words[2:])
             elif cell and words[0] == "end":
-                shapes.append((module, cell, params.get("SIZE", 0), params.get("WIDTH", 0)))
+                reads, writes = int(params.get("RD_PORTS", "0")), int(params.get("WR_PORTS", "0"))
+                clocked = params.get("RD_CLK_ENABLE", "0").split("'")[-1].zfill(reads)
+                found.append(memories.Memory(
+                    module, cell, int(params.get("SIZE", "0")), int(params.get("WIDTH", "0")),
+                    tuple(clocked[-1 - i] == "1" for i in range(reads)), writes,
+                    reads == 1 and writes == 1 and conns.get("RD_ADDR") == conns.get("WR_ADDR")))
                 cell = None
-    return shapes
+    return found
+
+
+def memory_verilog(memory, top):
+    """``memory`` alone, in a module of its own, with registers on every port of ``top`` around it."""
+    abits = max(1, (memory.words - 1).bit_length())
+    w, a, reads = memory.width, abits, len(memory.sync_reads)
+    ports = ["input clk"] + [f"input [{a - 1}:0] wa{i}, input [{w - 1}:0] wd{i}, input we{i}"
+                             for i in range(memory.writes)]
+    ports += [f"input [{a - 1}:0] ra{i}, output [{w - 1}:0] rd{i}" for i in range(reads)]
+    body = [f"module mem({', '.join(ports)});", f"  reg [{w - 1}:0] m [0:{memory.words - 1}];"]
+    body += [f"  always @(posedge clk) if (we{i}) m[wa{i}] <= wd{i};" for i in range(memory.writes)]
+    for i, sync in enumerate(memory.sync_reads):
+        body += ([f"  reg [{w - 1}:0] q{i};", f"  always @(posedge clk) q{i} <= m[ra{i}];", f"  assign rd{i} = q{i};"]
+                 if sync else [f"  assign rd{i} = m[ra{i}];"])
+    body.append("endmodule")
+    regs = [f"{d} [{n - 1}:0] {name}" for d, n, name in
+            [*(x for i in range(memory.writes) for x in (("input", a, f"wa{i}"), ("input", w, f"wd{i}"),
+                                                          ("input", 1, f"we{i}"))),
+             *(x for i in range(reads) for x in (("input", a, f"ra{i}"), ("output", w, f"rd{i}")))]]
+    top_lines = [f"module {top}(input clk, {', '.join(regs)});"]
+    conns = []
+    for decl in regs:
+        direction, _, rest = decl.partition(" ")
+        width, name = rest.split(" ")
+        top_lines += [f"  reg {width} r_{name};", f"  wire {width} m_{name};"]
+        if direction == "input":
+            top_lines += [f"  always @(posedge clk) r_{name} <= {name};", f"  assign m_{name} = r_{name};"]
+        else:
+            top_lines += [f"  always @(posedge clk) r_{name} <= m_{name};", f"  assign {name} = r_{name};"]
+        conns.append(f".{name}(m_{name})")
+    top_lines += [f"  mem u(.clk(clk), {', '.join(conns)});", "endmodule"]
+    return "\n".join(body + top_lines) + "\n"
 
 
 def check_library(lib, paths):
@@ -150,27 +198,18 @@ def _stage_liberties(work, paths):
     return names
 
 
-def _macro_list(design, model):
-    """One dict per SRAM macro of the mapped design: where it is, its shape, ports and area."""
+def _macro_list(design, chosen):
+    """One dict per SRAM macro of the mapped design: where it is, its shape, configuration, copies and
+    area. ``chosen``: (words, width, read ports, write ports) -> the chosen ``memories.Candidate``."""
     out = []
-    for module, kind, pins, params in design.cells:
+    for module, kind, _, params in design.cells:
         if kind != sta.MACRO:
             continue
         words, width = int(params["SIZE"], 2), int(params["WIDTH"], 2)
-        abits = int(params["ABITS"], 2)
-        nets = {}
-        for pin, net in pins:
-            base, _, bit = pin.partition("[")
-            nets.setdefault(base, {})[int(bit.rstrip("]") or 0)] = net
-
-        def split(port, count):
-            bits = nets.get(port, {})
-            return [tuple(bits.get(i * abits + k) for k in range(abits)) for i in range(count)]
-
-        n_ports = sram.ports(split("RD_ADDR", int(params["RD_PORTS"], 2)), split("WR_ADDR", int(params["WR_PORTS"], 2)))
+        c = chosen[words, width, int(params["RD_PORTS"], 2), int(params["WR_PORTS"], 2)]
         out.append({"module": module, "block": block_of(module, design.top),
                     "memory": params.get("MEMID", "").strip('"\\'), "words": words, "width": width,
-                    "ports": n_ports, "area": model.area(words, width, n_ports)})
+                    "kind": c.kind, "copies": c.copies, "area": c.area})
     return out
 
 
@@ -210,6 +249,56 @@ def _yosys_step(work, name, inputs, script, what, outputs):
     return seconds
 
 
+#: The clock period the memory choice and the signoff constraints are made for (the paper's 2.5 GHz).
+PERIOD_PS = 1000.0 / POWER_GHZ
+
+
+def measure_memory(memory, tech, work):
+    """The standard-cell candidate of ``memory``: its area (its module's cells and the buffer trees
+    its nets need) and its register-to-register time, the memory synthesized alone with registers on
+    its ports (``memory_verilog``), in ``work/memories/<shape>``; reused while its inputs are unchanged."""
+    lib = load_library(tech)
+    reads = "".join("s" if sync else "a" for sync in memory.sync_reads)
+    folder = work / "memories" / f"m{memory.words}x{memory.width}r{reads}w{memory.writes}"
+    folder.mkdir(parents=True, exist_ok=True)
+    top = "memtop"
+    (folder / "memory.v").write_text(memory_verilog(memory, top))
+    names = _stage_liberties(folder, tech.liberties)
+    yosys = yosys_version()
+    front = front_script("memory.v", top)
+    _yosys_step(folder, "front", [_sha256(folder / "memory.v"), front, yosys], front,
+                f"Yosys front end of a {memory.words} x {memory.width} memory", ("front.il",))
+    script = cells_script(top, names, set(), False, tech.dont_use)
+    _yosys_step(folder, "cells", [_sha256(folder / "front.il"), script, yosys,
+                                  *(_sha256(folder / name) for name in names)], script,
+                f"Yosys mapping of a {memory.words} x {memory.width} memory", (NETLIST, "stat.json"))
+    own, _ = _module_stats(json.loads((folder / "stat.json").read_text()), "area", float)
+    design = sta.Design(read_blif(folder / NETLIST, gates=False), top, str, lib, sram.fit(tech.macro_liberties))
+    t = sta.timing(design)
+    trees = sta.power(design, POWER_GHZ, lambda net: 0.0, "").buffers.get("mem", 0)
+    area = own["mem"][1] + trees * (design.buffer.area if design.buffer else 0.0)
+    return memories.Candidate(memories.CELLS, 1, area, t.critical_ps, t.critical_ps)
+
+
+def choose_memories(found, tech, work, model, period_ps=PERIOD_PS):
+    """The memory table: one record per distinct (module, memory shape) of ``found`` (the design's
+    memories, each instance once), the candidates measured once per shape."""
+    cost, table = {}, {}
+    for memory in found:
+        if memory.shape not in cost:
+            macro, why_not = memories.macro_candidate(memory, model)
+            cells = measure_memory(memory, tech, work)
+            cost[memory.shape] = (cells, macro, why_not,
+                                  *memories.choose(memory, cells, macro, why_not, tech.memories, period_ps))
+        cells, macro, _, chosen, reason = cost[memory.shape]
+        key = (memory.module.rsplit(".", 1)[-1], memory.name.rstrip("0123456789_"), memory.shape)
+        if key in table:
+            table[key]["instances"] += 1
+        else:
+            table[key] = memories.record(memory, 1, chosen, reason, cells, macro)
+    return list(table.values()), {shape: c[3] for shape, c in cost.items()}
+
+
 def run_cells(work, verilog, top, source, tech, toggles=None):
     """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model).
     ``toggles``: a simulation's ``deca.synth.activity.Toggles``, else the power is vectorless only."""
@@ -220,8 +309,10 @@ def run_cells(work, verilog, top, source, tech, toggles=None):
     front = front_script(verilog, top)
     seconds = _yosys_step(work, "front", [_sha256(work / verilog), front, yosys], front,
                           f"Yosys front end of {source} (top {top})", ("front.il",))
-    shapes = _memory_shapes(work / "front.il")
-    macro_shapes = {(words, width) for _, _, words, width in shapes if model.is_macro(words, width)}
+    found = _memories(work / "front.il")
+    memory_table, chosen = choose_memories(found, tech, work, model)
+    macro_shapes = {(m.words, m.width, len(m.sync_reads), m.writes) for m in found
+                    if chosen[m.shape].kind != memories.CELLS}
     buffer = lib.buffer()
     constr = f"set_driving_cell {buffer.name}\nset_load {ABC_OUTPUT_LOAD_FF}\n" if buffer else ""
     if buffer:
@@ -243,10 +334,11 @@ def run_cells(work, verilog, top, source, tech, toggles=None):
                               f"simulated: {toggles.source}, {toggles.cycles:g} cycles")
     except (NetlistError, sram.MacroError) as e:
         raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
-    macros = _macro_list(design, model)
+    macros = _macro_list(design, {(m.words, m.width, len(m.sync_reads), m.writes): chosen[m.shape]
+                                          for m in found})
     memory_bits = {}
-    for module, _, words, width in shapes:
-        memory_bits[module] = memory_bits.get(module, 0) + words * width
+    for m in found:
+        memory_bits[m.module] = memory_bits.get(m.module, 0) + m.bits
     own, children = _module_stats(json.loads((work / "stat.json").read_text()), "area", float)
     count = _instances(top, children)
     sequential = {name for name, c in lib.cells.items() if c.sequential}
@@ -284,4 +376,4 @@ def run_cells(work, verilog, top, source, tech, toggles=None):
                   "vectorless": vectorless.activity}
     if toggles is not None:
         power_dict.update(cycles=toggles.cycles, named_nets=matched, workload=toggles.workload)
-    return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict()
+    return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict(), memory_table

@@ -25,6 +25,7 @@ from .cells import TECHNOLOGIES, technology
 from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, synthesize
 from .report import (format_markdown, format_result, format_sweep, plot_breakdown, plot_heatmaps,
                      plot_throughput_per_area, write_csv, write_json)
+from .memories import DEFAULT_MODE, MODES
 from .sram import MIN_MACRO_BITS
 from .tools import YOSYS_ENGINES, YOSYS_ENV
 
@@ -54,8 +55,14 @@ def add_synth_parser(sub):
                    help="map to these liberty files (.lib or .lib.gz) instead of ASAP7 (SRAM macros keep the "
                         "FakeRAM model)")
     s.add_argument("--macro-min-bits", type=int, default=MIN_MACRO_BITS,
-                   help=f"memories of at least this many bits become SRAM macros, smaller ones flip-flops "
-                        f"(default {MIN_MACRO_BITS})")
+                   help=f"memories below this many bits get no SRAM macro candidate (default {MIN_MACRO_BITS})")
+    s.add_argument("--memories", default=DEFAULT_MODE, metavar="|".join(MODES),
+                   help="storage of each memory: auto (default): the cheaper of standard cells (measured) and an "
+                        "SRAM macro (the calibrated model) that fits the 400 ps clock; cells; macros (where a "
+                        "calibrated macro can hold it)")
+    s.add_argument("--macro-liberty", nargs="+", type=Path, metavar="FILE",
+                   help="liberty files of real SRAM macros to calibrate the macro model on (default: the vendored "
+                        "FakeRAM set); three shapes of each port configuration (1rw, 1r1w) they hold")
     s.add_argument("--activity", nargs="?", const=Workload.name, metavar="WORKLOAD",
                    help=f"dynamic power from the switching activity of the PE running WORKLOAD (scheme@density, "
                         f"default {Workload.name}) on Verilator with waves, beside the vectorless figure; the "
@@ -239,7 +246,9 @@ def cmd_synth(args):
     cache = args.cache or args.out / "cache"
     if args.liberty and args.tech == "generic":
         raise UsageError("--liberty maps to standard cells; it does not go with --tech generic")
-    tech = technology(args.tech, args.liberty, args.macro_min_bits)
+    if args.memories not in MODES:
+        raise UsageError(f"--memories must be one of {', '.join(MODES)}, got {args.memories!r}")
+    tech = technology(args.tech, args.liberty, args.macro_min_bits, args.memories, args.macro_liberty)
     activity = _activity(args)
     if args.cluster and not args.sweep:
         raise UsageError("--cluster spreads the designs of a --sweep; one design runs here")

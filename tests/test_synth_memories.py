@@ -1,0 +1,104 @@
+"""The memory chooser on small shapes against hand-computed costs, and the standard-cell candidate of a
+small memory measured by the flow."""
+
+import pytest
+
+from deca.synth import cells, memories, sram
+from deca.synth.memories import Candidate, Memory
+
+PERIOD = 400.0
+
+
+def _fakeram_terms():
+    """fixed, per bit, per word solved by hand from the three FakeRAM macros' liberty areas."""
+    import numpy as np
+
+    shapes = [(2048, 39, 3353.857), (256, 256, 2751.883), (64, 256, 1517.411)]
+    a = np.array([[1.0, w * b, w] for w, b, _ in shapes])
+    return np.linalg.solve(a, np.array([s[2] for s in shapes]))
+
+
+def _mem(words, width, sync_reads=(True,), writes=1, shared=False):
+    return Memory("m", "mem", words, width, tuple(sync_reads), writes, shared)
+
+
+def test_single_port_macro_cost_is_the_fakeram_fit():
+    fixed, per_bit, per_word = _fakeram_terms()
+    macro, why = memories.macro_candidate(_mem(64, 16, shared=True), sram.fit())
+    assert why is None and (macro.kind, macro.copies) == ("1rw", 1)
+    assert macro.area == pytest.approx(fixed + 1024 * per_bit + 64 * per_word, rel=1e-9)
+    assert macro.period_ps == pytest.approx(218.0 + 50.0)
+
+
+def test_auto_keeps_the_cheaper_candidate_that_fits():
+    fixed, per_bit, per_word = _fakeram_terms()
+    model = sram.fit()
+    small = _mem(64, 16, shared=True)
+    macro, why = memories.macro_candidate(small, model)
+    cells_small = Candidate("cells", 1, 400.0, 150.0, 150.0)
+    chosen, reason = memories.choose(small, cells_small, macro, why, "auto", PERIOD)
+    assert chosen is cells_small and reason == f"cells 400 µm² < macro {fixed + 1024 * per_bit + 64 * per_word:,.0f} µm²"
+    big = _mem(2048, 39, shared=True)
+    macro, why = memories.macro_candidate(big, model)
+    cells_big = Candidate("cells", 1, 20000.0, 300.0, 300.0)
+    chosen, _ = memories.choose(big, cells_big, macro, why, "auto", PERIOD)
+    assert chosen is macro and chosen.area == pytest.approx(3353.857, rel=1e-6)
+    # A cheaper candidate that misses the period loses to one that fits.
+    slow = Candidate("cells", 1, 100.0, 450.0, 450.0)
+    chosen, reason = memories.choose(small, slow, *memories.macro_candidate(small, model), "auto", PERIOD)
+    assert chosen.kind == "1rw" and reason == "the other needs 450 ps > 400 ps"
+    # --memories forces the kind.
+    assert memories.choose(big, cells_big, macro, None, "cells", PERIOD)[0] is cells_big
+    assert memories.choose(small, cells_small, *memories.macro_candidate(small, model), "macros", PERIOD)[0].kind == "1rw"
+
+
+@pytest.mark.parametrize("memory,why", [
+    (_mem(64, 16), "no 1r1w macro calibrated (macro liberties have 1rw); not extrapolated"),
+    (_mem(16, 32, shared=True), "512 bits, below the smallest macro (1024)"),
+    (_mem(64, 16, (True, False)), "read port 1 is asynchronous (a macro reads on the clock edge)"),
+    (_mem(64, 16, writes=2), "2 write ports (a macro has one)"),
+])
+def test_no_macro_where_no_model_stands_behind_it(memory, why):
+    macro, reason = memories.macro_candidate(memory, sram.fit())
+    assert macro is None and reason == why
+    cells_cost = Candidate("cells", 1, 5000.0, 200.0, 200.0)
+    assert memories.choose(memory, cells_cost, None, reason, "macros", PERIOD) == (cells_cost, f"no macro: {why}")
+
+
+def test_read_ports_replicate_one_read_one_write_macros():
+    # A 1R1W calibration (fixed 100, 0.1 per bit, 1 per word) by hand: 2 read ports -> 2 copies.
+    model = sram.MacroModel(kinds={"1r1w": [100.0, 0.1, 1.0]}, access_ps=200, setup_ps=50, leakage_uw=1, energy_fj=1,
+                            input_cap_ff=1, calibration=())
+    macro, _ = memories.macro_candidate(_mem(64, 16, (True, True)), model)
+    assert (macro.kind, macro.copies) == ("1r1w", 2)
+    assert macro.area == pytest.approx(2 * (100 + 0.1 * 1024 + 64))
+    chosen, reason = memories.choose(_mem(64, 16, (True, True)), Candidate("cells", 1, 800.0, 150, 150), macro, None,
+                                     "auto", PERIOD)
+    assert chosen is macro and reason == "cells 800 µm² > macro 533 µm² (2 copies, one per read port)"
+
+
+def test_bad_mode_and_macro_liberties(tmp_path):
+    with pytest.raises(ValueError, match="--memories must be one of auto, cells, macros, got 'fast'"):
+        cells.technology(memory_mode="fast")
+    with pytest.raises(ValueError, match="three 1rw macros of different shapes, found 1"):
+        cells.technology(macro_liberties=[sram.FAKERAM[0]])
+    with pytest.raises(ValueError, match="does not exist"):
+        cells.technology(macro_liberties=[tmp_path / "none.lib"])
+
+
+def test_cells_candidate_measured_alone(tmp_path):
+    """An 8 x 4 one-read-one-write memory: 32 storage flip-flops (plus its 4-bit read register) in its
+    module, a positive area and read time; the front end reads back the shape it was written with."""
+    memory = _mem(8, 4)
+    tech = cells.technology()
+    c = cells.measure_memory(memory, tech, tmp_path)
+    assert c.kind == "cells" and c.area > 0 and 0 < c.access_ps < PERIOD
+    found = cells._memories(tmp_path / "memories" / "m8x4rsw1" / "front.il")
+    assert [(m.words, m.width, m.sync_reads, m.writes) for m in found] == [(8, 4, (True,), 1)]
+    import json
+
+    from deca.synth.stats import _module_stats
+    own, _ = _module_stats(json.loads((tmp_path / "memories" / "m8x4rsw1" / "stat.json").read_text()), "area", float)
+    lib = cells.load_library(tech)
+    flops = sum(n for t, n in own["mem"][0].items() if lib.cells[t].sequential)
+    assert flops == 8 * 4 + 4
