@@ -221,7 +221,8 @@ async def _run_batch(bench, batch, settings, rng, record, first, index):
     record["tiles"] += len(batch.requests) - errors
     record["cycles"] += harness.cycle
     _add(record["bins"], tile_bins(batch, settings))
-    _add(record["bins"], coverage.engine_hits(harness.events, bench.ports.loaders))
+    if hasattr(harness, "events"):  # the fast engine counts them; a replay on the Python Harness does not
+        _add(record["bins"], coverage.engine_hits(harness.events, bench.ports.loaders))
 
 
 def block_params(W, L, loaders):
