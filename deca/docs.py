@@ -21,6 +21,7 @@ from contextlib import chdir, redirect_stdout
 from pathlib import Path
 
 from deca.errors import UsageError
+from deca.golden.summary import markdown_table
 
 RESULTS = Path("docs/results")
 MARKER = re.compile(r"(<!-- results:([a-z0-9-]+) -->\n)(.*?)(<!-- /results -->)", re.S)
@@ -152,11 +153,6 @@ def provenance(records, kind, command=None):
             "`deca docs render`.*")
 
 
-def _md(rows, columns):
-    from deca.sim.measure.report import _markdown
-
-    return _markdown(rows, columns)
-
 
 def _drop(columns, *keys):
     return {k: v for k, v in columns.items() if k not in keys}
@@ -166,19 +162,19 @@ def table_run(records):
     from deca.sim.measure.report import SUMMARY_COLUMNS, summary_rows
 
     recs = records.measurements("run")
-    return _md(summary_rows(recs), _drop(SUMMARY_COLUMNS, "W", "L", "tiles")), "run"
+    return markdown_table(summary_rows(recs), _drop(SUMMARY_COLUMNS, "W", "L", "tiles")), "run"
 
 
 def table_table4(records):
     from deca.sim.measure.report import TABLE4_COLUMNS, table4_rows
 
-    return _md(table4_rows(records.measurements("run")), TABLE4_COLUMNS), "run"
+    return markdown_table(table4_rows(records.measurements("run")), TABLE4_COLUMNS), "run"
 
 
 def table_modes(records):
     from deca.sim.measure.report import MODES_COLUMNS, modes_rows
 
-    return _md(modes_rows(records.measurements("run")), _drop(MODES_COLUMNS, "W", "L")), "run"
+    return markdown_table(modes_rows(records.measurements("run")), _drop(MODES_COLUMNS, "W", "L")), "run"
 
 
 def table_software(records):
@@ -188,7 +184,7 @@ def table_software(records):
     platform = records.folder("baseline") / "platform.json"
     measured = measured_engine(platform) if platform.is_file() else None
     rows = [r for r in software_rows(records.measurements("run"), measured) if r["mode"] == "tepl"]
-    text = _md(rows, _drop(SOFTWARE_COLUMNS, "W", "L", "mode"))
+    text = markdown_table(rows, _drop(SOFTWARE_COLUMNS, "W", "L", "mode"))
     if measured is None:
         return text + "\n\n*SW measured: no `deca baseline` records yet.*", "run"
     return (text + f"\n\nSW measured: {measured.machine}, {measured.path} path. "
@@ -211,7 +207,7 @@ def table_sweep(records):
     from deca.sim.measure.report import DESIGN_COLUMNS, with_loaders
 
     recs = records.measurements("sweep")
-    return _grid_note(records, "sweep") + "\n\n" + _md(design_rows(recs), with_loaders(DESIGN_COLUMNS, recs)), "sweep"
+    return _grid_note(records, "sweep") + "\n\n" + markdown_table(design_rows(recs), with_loaders(DESIGN_COLUMNS, recs)), "sweep"
 
 
 def table_sweep_grid(records):
@@ -251,7 +247,7 @@ def table_baseline(records):
              "dram_min": w["dram_cycles_per_tile"]["min"], "slow": w["slow_tiles_per_pass"]}
             for w in doc["workloads"]]
     la = doc["load_average"]
-    text = _md(rows, {"workload": ("workload", "{}"), "bytes": ("B/tile", "{:.0f}"),
+    text = markdown_table(rows, {"workload": ("workload", "{}"), "bytes": ("B/tile", "{:.0f}"),
                       "l2": ("L2 median", "{:.1f}"), "l2_min": ("L2 min", "{:.1f}"),
                       "dram": ("DRAM median", "{:.1f}"), "dram_min": ("DRAM min", "{:.1f}"),
                       "slow": ("slow-path tiles per pass", "{}")})
@@ -285,7 +281,7 @@ def table_golden(records):
     rows = doc["rows"]
     note = (f"`compress` and `decompress` of a {doc['shape'][0]} x {doc['shape'][1]} float32 matrix, median of "
             f"{doc['repeat']} runs, CPU seconds of one process (seed {doc['seed']}).")
-    return note + "\n\n" + _md(rows, {
+    return note + "\n\n" + markdown_table(rows, {
         "scheme": ("scheme", "{}"), "density": ("density", "{:g}"),
         "compress_cpu_s": ("compress CPU s", "{:.3f}"), "compress_mws": ("compress M weights/s", "{:.0f}"),
         "decompress_cpu_s": ("decompress CPU s", "{:.3f}"), "decompress_mws": ("decompress M weights/s", "{:.0f}"),
@@ -343,7 +339,7 @@ def table_synth(records):
     rows = [{"W": r.W, "L": r.L, "loaders": r.loaders, "area": r.total.area, "area56": r.total.area * 56 / 1e6,
              "flip_flops": r.total.flip_flops, "macros": r.total.macros, "critical": r.timing["critical_ps"],
              "fmax": r.timing["fmax_ghz"], "power": r.total.power_mw} for r in _synth_asic(records)]
-    return _md(rows, _SYNTH_DESIGN), "synth"
+    return markdown_table(rows, _SYNTH_DESIGN), "synth"
 
 
 def table_synth_blocks(records):
@@ -394,7 +390,7 @@ def table_verify(records):
              "per_cpu_minute": 60 * r["requests"] / r["cpu_seconds"], "cycles_per_cpu_s": r["cycles"] / r["cpu_seconds"],
              "coverage": f"{r['coverage']['hit']} of {r['coverage']['total']} ({r['coverage']['percent']:.1f}%)"}
             for r in _verify_runs(records, False)]
-    return _md(rows, {
+    return markdown_table(rows, {
         "design": ("design", "{}"), "seed": ("seed", "{}"), "requests": ("requests", "{:,}"),
         "malformed": ("of them malformed", "{:,}"), "mismatches": ("mismatches", "{}"), "hangs": ("hangs", "{}"),
         "cycles": ("cycles", "{:,}"), "cpu_seconds": ("CPU s", "{:.0f}"),
@@ -413,7 +409,7 @@ def table_verify_mutants(records):
         rows.append({"mutant": r["mutant"], "fault": MUTANTS[r["mutant"]][3] if r["mutant"] in MUTANTS else "",
                      "design": f"W{r['W']} L{r['L']}", "seed": r["seed"],
                      "killed": f"{first['tile'] + 1:,} ({first['kind']})" if first else "survived"})
-    return _md(rows, {"mutant": ("mutant", "{}"), "fault": ("fault", "{}"), "design": ("design", "{}"),
+    return markdown_table(rows, {"mutant": ("mutant", "{}"), "fault": ("fault", "{}"), "design": ("design", "{}"),
                       "seed": ("seed", "{}"), "killed": ("requests to kill", "{}")}), "verify"
 
 
@@ -426,7 +422,7 @@ def table_cluster(records):
              "vs": same.get(r["cluster_differs"], r["cluster_differs"])},
             {"run": f"`--cluster` (2 workers), one worker process killed mid-point: {r['killed_rerun']} task(s) rerun",
              "wall": "", "records": f"{r['killed_points']}", "vs": same.get(r["killed_differs"], r["killed_differs"])}]
-    return _md(rows, {"run": ("run", "{}"), "wall": ("wall s", "{}"), "records": ("records", "{}"),
+    return markdown_table(rows, {"run": ("run", "{}"), "wall": ("wall s", "{}"), "records": ("records", "{}"),
                       "vs": ("records against --jobs 1", "{}")}), "cluster"
 
 
@@ -444,7 +440,7 @@ def table_cluster_synth(records):
               "note": f"designs {m['wall']:.0f} s: longest design {m['longest']:.0f} s, total / workers "
                       f"{m['total_over_n']:.0f} s"}
              for n, m in r["modelled"].items() if n != "2"]
-    return _md(rows, {"workers": ("workers", "{}"), "wall": ("wall s", "{}"), "note": ("", "{}")}), "cluster"
+    return markdown_table(rows, {"workers": ("workers", "{}"), "wall": ("wall s", "{}"), "note": ("", "{}")}), "cluster"
 
 
 def _llm_table(key):
@@ -456,7 +452,7 @@ def _llm_table(key):
         if key == "verdicts":
             return "\n".join(f"- {line}" for line in verdicts(rec)), "llm"
         _, rows, columns = paper_tables(rec)[key]
-        return _md(rows, columns), "llm"
+        return markdown_table(rows, columns), "llm"
     return table
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from deca.golden.summary import format_table
-from deca.golden.summary import markdown_table as _markdown
+from deca.golden.summary import markdown_table
 from deca.hw.params import LOADERS
 
 from deca.sim.bench.system import System
@@ -193,25 +193,25 @@ def write_report(out, records, title, command, settings, explanations=(), measur
              f"{settings['tiles']} tiles per workload, seed {settings['seed']}, simulator {settings['sim']}.",
              "", "Every tile was checked bit for bit against the golden model and every counter against the "
              "models. *model* is the Roof-Surface prediction; bpv model is the closed form of section 6.2.",
-             "", "## Summary", "", _markdown(summary_rows(records), with_loaders(SUMMARY_COLUMNS, records)),
+             "", "## Summary", "", markdown_table(summary_rows(records), with_loaders(SUMMARY_COLUMNS, records)),
              "", "## Against the software-only baseline", "",
              "DECA's measured TFLOPS beside the Roof-Surface TFLOPS of the software decompression on the same "
              "platform, batch and workload: with the paper-derived costs (its Table 2) and with the costs "
              "measured on this machine by `deca baseline`. " + software_note(measured), "",
-             _markdown(software_rows(records, measured), with_loaders(SOFTWARE_COLUMNS, records))]
+             markdown_table(software_rows(records, measured), with_loaders(SOFTWARE_COLUMNS, records))]
     t4 = table4_rows(records)
     if t4:
         lines += ["", "## The paper's Table 4 (Q8, N = 1, HBM, DECA)", "",
                   f"Measured utilization of {_design_text(t4[0])}, the paper's in parentheses.", "",
-                  _markdown(t4, TABLE4_COLUMNS)]
+                  markdown_table(t4, TABLE4_COLUMNS)]
     if several_designs(records):
         lines += ["", "## Designs", "", DSE_NOTE, "",
-                  _markdown(design_rows(records), with_loaders(DESIGN_COLUMNS, records))]
+                  markdown_table(design_rows(records), with_loaders(DESIGN_COLUMNS, records))]
     modes = modes_rows(records)
     if modes:
         lines += ["", "## TEPL versus store-and-fence", "",
                   "The paper reports TEPLs doubling performance at 5% density (Fig. 16).", "",
-                  _markdown(modes, with_loaders(MODES_COLUMNS, records))]
+                  markdown_table(modes, with_loaders(MODES_COLUMNS, records))]
     outliers = bpv_outliers(records)
     lines += ["", "## Bubbles per vOp", "",
               f"{len(records) - len(outliers)} of {len(records)} points within max(3%, 0.02) of the closed form."]
