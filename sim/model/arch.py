@@ -8,12 +8,11 @@ mlp.down, mlp.router, lm_head, and fc for what fits none (e.g. BERT's pooler).
 """
 
 import fnmatch
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from deca.errors import UsageError
+from deca.errors import UsageError, read_json
 
 
 @dataclass(frozen=True)
@@ -129,12 +128,7 @@ def load_config(path):
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"no config file {path}") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}: not valid JSON ({e})") from None
+    cfg = read_json(path, f"no config file {path}")
     return from_config(cfg, cfg.get("_name_or_path") or path.parent.name or path.stem, str(path))
 
 

@@ -8,11 +8,12 @@ kernel's scheme class, linearly interpolated in density between measured densiti
 constant beyond them. Dense BF16 needs no decompression (0 cycles), as in the paper-derived engine.
 """
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from deca.errors import read_json
 
 from .engines import scheme_class
 
@@ -77,12 +78,8 @@ def chosen_engine(choice):
 def load_platform(path):
     """A platform file written by ``deca baseline``; ValueError naming the problem otherwise."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"no software-baseline platform file {path}: run 'deca baseline' first") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not a deca baseline platform file ({e})") from None
+    doc = read_json(path, f"no software-baseline platform file {path}: run 'deca baseline' first",
+                    "a deca baseline platform file", ValueError)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not a deca baseline platform file (format {FORMAT!r} expected)")
     try:
