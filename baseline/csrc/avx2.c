@@ -330,18 +330,8 @@ AVX2 INLINE void unpack_codes(const uint8_t *vals, int n, int q, uint8_t *buf) {
     }
 }
 
-typedef struct {
-    const deca_cfg *cfg;
-    int64_t ntiles;
-    const uint8_t *values, *masks, *scales;
-    const int64_t *val_off, *block_of_tile;
-    uint16_t *out;
-    int64_t tile_cols, row_stride;
-    deca_stats *stats;
-} args;
-
 /* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
-AVX2 INLINE int64_t tiles(const args *a, const int q, const int sparse, const int fmt) {
+AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, const int fmt) {
     const deca_cfg *cfg = a->cfg;
     const int g = cfg->scale_group, nscales = 512 / g;
     const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
@@ -444,20 +434,17 @@ AVX2 INLINE int64_t tiles(const args *a, const int q, const int sparse, const in
 
 #define FMT_CASES(Q, SP) \
     switch (fmt) { \
-    case SCALE_NONE: return tiles(&a, Q, SP, SCALE_NONE); \
-    case SCALE_BF16: return tiles(&a, Q, SP, SCALE_BF16); \
-    case SCALE_E8M0: return tiles(&a, Q, SP, SCALE_E8M0); \
-    default: return tiles(&a, Q, SP, SCALE_E4M3); \
+    case SCALE_NONE: return tiles(a, Q, SP, SCALE_NONE); \
+    case SCALE_BF16: return tiles(a, Q, SP, SCALE_BF16); \
+    case SCALE_E8M0: return tiles(a, Q, SP, SCALE_E8M0); \
+    default: return tiles(a, Q, SP, SCALE_E4M3); \
     }
 #define Q_CASE(Q) case Q: if (sparse) { FMT_CASES(Q, 1) } else { FMT_CASES(Q, 0) }
 
-AVX2 int64_t deca_decode_avx2(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
-                              const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
-                              uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
+AVX2 int64_t deca_decode_avx2(const deca_args *a) {
     if (!tables_ready) init_tables();
-    const args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats};
-    const int sparse = cfg->sparse, fmt = cfg->scale_fmt;
-    switch (cfg->q_bits) {
+    const int sparse = a->cfg->sparse, fmt = a->cfg->scale_fmt;
+    switch (a->cfg->q_bits) {
     Q_CASE(1) Q_CASE(2) Q_CASE(3) Q_CASE(4) Q_CASE(5) Q_CASE(6) Q_CASE(7) Q_CASE(8)
     default: if (sparse) { FMT_CASES(16, 1) } else { FMT_CASES(16, 0) }
     }

@@ -45,20 +45,16 @@ static inline float e4m3_value(uint8_t x) {
 }
 
 /* Little-endian loads of 4 and 8 bytes from anywhere. */
-static inline uint32_t load_le32(const uint8_t *p) {
-    uint32_t w; memcpy(&w, p, 4);
+static inline uint64_t load_le(const uint8_t *p, int n) {
+    uint64_t w = 0;
+    memcpy(&w, p, n);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap32(w);
+    w = __builtin_bswap64(w) >> (64 - 8 * n);
 #endif
     return w;
 }
-static inline uint64_t load_le64(const uint8_t *p) {
-    uint64_t w; memcpy(&w, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap64(w);
-#endif
-    return w;
-}
+static inline uint32_t load_le32(const uint8_t *p) { return (uint32_t)load_le(p, 4); }
+static inline uint64_t load_le64(const uint8_t *p) { return load_le(p, 8); }
 
 /* A BF16 pattern as float with a zero exponent field read as signed zero (DAZ). */
 static inline float bf16_daz(uint16_t v) {
@@ -144,15 +140,23 @@ static inline void e8m0_safe_range(const deca_cfg *cfg, int *lo, int *hi) {
     *hi = 381 - emax < 254 ? 381 - emax : 254;  /* emax + x - 127 <= 254, and x != 255 (NaN) */
 }
 
-/* The portable scalar path (scalar.c): the arguments of deca_decode but the path and stats. */
-int64_t deca_decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
-                           const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
-                           uint16_t *out, int64_t tile_cols, int64_t row_stride);
+/* The arguments of deca_decode, as every path's tile loop takes them. */
+typedef struct {
+    const deca_cfg *cfg;
+    int64_t ntiles;
+    const uint8_t *values, *masks, *scales;
+    const int64_t *val_off, *block_of_tile;
+    uint16_t *out;
+    int64_t tile_cols, row_stride;
+    deca_stats *stats;
+    int bf16ins;  /* the AVX-512 path uses AVX512_BF16's vcvtne2ps2bf16 (the others ignore it) */
+} deca_args;
+
+/* The portable scalar path (scalar.c): returns 0, or t + 1 for the first malformed tile t. */
+int64_t deca_decode_scalar(const deca_args *a);
 
 /* The AVX2 path (avx2.c, compiled without AVX-512 so that it measures what an AVX2-only CPU runs):
- * the arguments of deca_decode; returns 0, or t + 1 for the first malformed tile t. */
-int64_t deca_decode_avx2(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
-                         const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
-                         uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats);
+ * returns 0, or t + 1 for the first malformed tile t. */
+int64_t deca_decode_avx2(const deca_args *a);
 int deca_have_avx2(void);
 #endif

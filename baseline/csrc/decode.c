@@ -266,17 +266,6 @@ AVX512 INLINE __m512i two_halves(int a, int b) {
     return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)a), _mm512_set1_epi16((short)b));
 }
 
-/* Everything decode_tiles needs besides the per-kernel constants it is specialized on. */
-typedef struct {
-    const deca_cfg *cfg;
-    int64_t ntiles;
-    const uint8_t *values, *masks, *scales;
-    const int64_t *val_off, *block_of_tile;
-    uint16_t *out;
-    int64_t tile_cols, row_stride;
-    deca_stats *stats;
-    int bf16ins;  /* use AVX512_BF16's vcvtne2ps2bf16 */
-} decode_args;
 
 /* Sparse expansion of a row pair without vpexpandb (on Zen 4 it holds the permute pipe for
  * several cycles): a vpermb of the pair's stored codes by each element's rank among the set mask
@@ -408,7 +397,7 @@ AVX512 INLINE int tile_scales(int fmt, int nscales, const uint8_t *sc, int safe_
 }
 
 /* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
-AVX512 INLINE int64_t decode_tiles(const decode_args *a, const int q, const int sparse, const int fmt) {
+AVX512 INLINE int64_t decode_tiles(const deca_args *a, const int q, const int sparse, const int fmt) {
     const deca_cfg *cfg = a->cfg;
     const int g = cfg->scale_group;
     const int nscales = 512 / g;
@@ -575,7 +564,7 @@ AVX512 INLINE int q4_rows(const q4_consts *k, const uint8_t *vals, uint16_t *o, 
  * halves, so the bit above the nibble does not matter). Scaled: the 16 LUT entries are scaled per
  * row pair into the two halves of a register (or per row and column half, g = 16), and bit 4 of
  * the index picks the half. */
-AVX512 INLINE int64_t decode_dense_q4(const decode_args *a, const int fmt, const int g) {
+AVX512 INLINE int64_t decode_dense_q4(const deca_args *a, const int fmt, const int g) {
     const deca_cfg *cfg = a->cfg;
     const int nscales = 512 / g;
     const int scale_len = fmt == SCALE_NONE ? 0 : nscales * (fmt == SCALE_BF16 ? 2 : 1);
@@ -632,7 +621,7 @@ AVX512 INLINE int64_t decode_dense_q4(const decode_args *a, const int fmt, const
     }
 #define Q_CASE(Q) case Q: if (sparse) { FMT_CASES(Q, 1) } else { FMT_CASES(Q, 0) }
 
-AVX512 static int64_t decode_avx512(const decode_args *a) {
+AVX512 static int64_t decode_avx512(const deca_args *a) {
     const int sparse = a->cfg->sparse, fmt = a->cfg->scale_fmt, g32 = a->cfg->scale_group == 32;
     if (a->cfg->q_bits == 4 && !sparse) switch (fmt) {
         case SCALE_NONE: return decode_dense_q4(a, SCALE_NONE, 32);
@@ -700,14 +689,13 @@ int deca_have_avx512(void) {
 int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
                     const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
                     uint16_t *out, int64_t tile_cols, int64_t row_stride, deca_stats *stats) {
+    deca_args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats, 0};
     if (path == PATH_AVX512 || path == PATH_AVX512_NO_BF16) {
 #if DECA_X86
         static int tables_ready;
         if (!deca_have_avx512()) return -1;
         if (!tables_ready) { init_tables(); tables_ready = 1; }
-        int bf16ins = path == PATH_AVX512 && __builtin_cpu_supports("avx512bf16");
-        decode_args a = {cfg, ntiles, values, masks, scales, val_off, block_of_tile, out, tile_cols, row_stride, stats,
-                         bf16ins};
+        a.bf16ins = path == PATH_AVX512 && __builtin_cpu_supports("avx512bf16");
         return decode_avx512(&a);
 #else
         return -1;
@@ -716,13 +704,12 @@ int64_t deca_decode(const deca_cfg *cfg, int path, int64_t ntiles, const uint8_t
     if (path == PATH_AVX2) {
 #if DECA_X86
         if (!deca_have_avx2()) return -1;
-        return deca_decode_avx2(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols,
-                                row_stride, stats);
+        return deca_decode_avx2(&a);
 #else
         return -1;
 #endif
     }
-    return deca_decode_scalar(cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride);
+    return deca_decode_scalar(&a);
 }
 
 /* Time stamp counter (0 where there is none). */

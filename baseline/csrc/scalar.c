@@ -56,10 +56,12 @@ SCALAR_INLINE uint32_t scalar_rows(const uint8_t *vals, const uint8_t *mask, con
     return bad;
 }
 
-SCALAR_INLINE int64_t scalar_tiles(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
-                                   const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
-                                   uint16_t *out, int64_t tile_cols, int64_t rs, const int q, const int sparse,
-                                   const int fmt) {
+SCALAR_INLINE int64_t scalar_tiles(const deca_args *a, const int q, const int sparse, const int fmt) {
+    const deca_cfg *cfg = a->cfg;
+    const int64_t ntiles = a->ntiles, tile_cols = a->tile_cols, rs = a->row_stride;
+    const uint8_t *const values = a->values, *const masks = a->masks, *const scales = a->scales;
+    const int64_t *const val_off = a->val_off, *const block_of_tile = a->block_of_tile;
+    uint16_t *const out = a->out;
     const int g = cfg->scale_group, lut_size = cfg->lut_size;
     const int scale_len = fmt == SCALE_NONE ? 0 : (512 / g) * (fmt == SCALE_BF16 ? 2 : 1);
     const int check_codes = q <= 8 && lut_size < (1 << q);
@@ -97,23 +99,19 @@ SCALAR_INLINE int64_t scalar_tiles(const deca_cfg *cfg, int64_t ntiles, const ui
     return 0;
 }
 
-#define SCALAR_ARGS cfg, ntiles, values, val_off, masks, scales, block_of_tile, out, tile_cols, row_stride
 #define SCALAR_FMT(Q, SP) \
     switch (fmt) { \
-    case SCALE_NONE: return scalar_tiles(SCALAR_ARGS, Q, SP, SCALE_NONE); \
-    case SCALE_BF16: return scalar_tiles(SCALAR_ARGS, Q, SP, SCALE_BF16); \
-    case SCALE_E8M0: return scalar_tiles(SCALAR_ARGS, Q, SP, SCALE_E8M0); \
-    default: return scalar_tiles(SCALAR_ARGS, Q, SP, SCALE_E4M3); \
+    case SCALE_NONE: return scalar_tiles(a, Q, SP, SCALE_NONE); \
+    case SCALE_BF16: return scalar_tiles(a, Q, SP, SCALE_BF16); \
+    case SCALE_E8M0: return scalar_tiles(a, Q, SP, SCALE_E8M0); \
+    default: return scalar_tiles(a, Q, SP, SCALE_E4M3); \
     }
-#define SCALAR_Q(Q) case Q: if (cfg->sparse) { SCALAR_FMT(Q, 1) } else { SCALAR_FMT(Q, 0) }
+#define SCALAR_Q(Q) case Q: if (a->cfg->sparse) { SCALAR_FMT(Q, 1) } else { SCALAR_FMT(Q, 0) }
 
-int64_t deca_decode_scalar(const deca_cfg *cfg, int64_t ntiles, const uint8_t *values, const int64_t *val_off,
-                             const uint8_t *masks, const uint8_t *scales, const int64_t *block_of_tile,
-                             uint16_t *out, int64_t tile_cols, int64_t row_stride) {
-    const int fmt = cfg->scale_fmt;
-    switch (cfg->q_bits) {
+int64_t deca_decode_scalar(const deca_args *a) {
+    const int fmt = a->cfg->scale_fmt;
+    switch (a->cfg->q_bits) {
     SCALAR_Q(1) SCALAR_Q(2) SCALAR_Q(3) SCALAR_Q(4) SCALAR_Q(5) SCALAR_Q(6) SCALAR_Q(7) SCALAR_Q(8)
-    default: if (cfg->sparse) { SCALAR_FMT(16, 1) } else { SCALAR_FMT(16, 0) }
+    default: if (a->cfg->sparse) { SCALAR_FMT(16, 1) } else { SCALAR_FMT(16, 0) }
     }
 }
-
