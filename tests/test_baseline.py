@@ -223,8 +223,9 @@ def test_products_next_to_the_smallest_normal(fmt, path, rng):
 @pytest.mark.parametrize("fmt", [None, "bf16", "e8m0"])
 def test_fp8_luts_computed_and_looked_up(fmt, path, rng):
     # E5M2 and E4M3 LUTs are computed from the code's bits (sign | magnitude << s + base) where
-    # that form holds, and looked up elsewhere (zeros, subnormals, Inf, NaN): rows of codes all
-    # in the computed range, and rows with one code outside it, dense and sparse.
+    # that form holds, with a 16-entry table for the magnitudes below it (zeros, subnormals), and
+    # looked up elsewhere (Inf, NaN): rows of codes all in the computed range, rows with codes
+    # below it, and rows with one above, dense and sparse.
     for fmt_lut, lo, hi in ((E5M2, 4, 123), (E4M3, 8, 126)):
         for sparse in (False, True):
             cfg = TileConfig(8, sparse, fmt, 32, fmt_lut.lut(), 256)
@@ -235,6 +236,18 @@ def test_fp8_luts_computed_and_looked_up(fmt, path, rng):
             codes[special] = rng.choice([0, 1, lo - 1, hi + 1, 127, 128, 128 + lo - 1, 255], len(special))
             cm.values[:] = codes.astype(np.uint8)
             check(cm, path)
+
+
+def test_integer_and_spread_luts(path, rng):
+    # An integer LUT (entry i the BF16 of (int8)i, as int8's) is converted, not looked up, by the
+    # AVX2 path; dense Q = 1 and 2 codes index a table spread to their bit offsets; with BF16 and
+    # E4M3 scales per 32 the row's table entries are scaled instead of its elements. Every scaling,
+    # with random scales (special BF16 patterns and E4M3 bytes among them), dense and sparse.
+    int8 = (np.arange(256, dtype=np.uint8).view(np.int8).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    for (fmt, g), sparse in itertools.product(SCALINGS, (False, True)):
+        check(make_matrix(rng, TileConfig(8, sparse, fmt, g, int8, 256), 8, 0.5), path)
+    for q, (fmt, g) in itertools.product((1, 2), SCALINGS):
+        check(make_matrix(rng, TileConfig(q, False, fmt, g, random_lut(rng), 1 << q), 8), path)
 
 
 def test_decompress_tile_matches_golden(path, rng):

@@ -7,24 +7,27 @@
  * ALU ports and the load ports (broadcasts and vinserti128 from memory do not need port 5).
  *
  * A row (32 elements) at a time: its codes as 32 bytes, zero where not stored, are
- *   dense Q = 8: one load; dense Q = 4: the row's 16 bytes broadcast to both lanes, a vpshufb
- *   that puts the byte of each nibble in place and a shift / mask; other Q < 8: BMI2 pdep
- *   spreads each 8 codes (Q bytes) into 8 bytes of a tile buffer; sparse: the stored codes (from
- *   the stream, or for Q < 8 from the pdep buffer) expanded by one vpshufb per row, whose indices
- *   come per mask byte (8 elements) from a 256-entry table of byte permutations (with the count of
- *   the lane's preceding stored codes added: a table per count 0..8), broadcast from memory and
- *   blended.
+ *   dense Q = 8: one load; dense Q = 1, 2, 4: the row's stream bytes broadcast to both lanes, a
+ *   vpshufb that puts each element's byte in place and masks and a shift that leave its code at a
+ *   bit offset below 4 (Q = 4: the code), looked up in a table spread to those offsets; other
+ *   Q < 8: BMI2 pdep spreads each 8 codes (Q bytes) into 8 bytes of a tile buffer; sparse: the
+ *   stored codes (from the stream, or for Q < 8 from the pdep buffer) expanded by one vpshufb per
+ *   row, whose indices come per mask byte (8 elements) from a 256-entry table of byte permutations,
+ *   broadcast from memory and blended.
  * The codes index the LUT split into its low and high bytes: Q <= 4 one vpshufb per byte; Q = 5..8
  * a chain of vpshufb over the LUT's 16-entry pieces (piece i looked up by code - 16i, which
  * vpshufb zeroes when negative, XOR-accumulated from piece differences; Q = 8 two 7-bit chains
- * and a blend). 8-bit LUTs of the form sign | (magnitude << s) + base over a range of magnitudes
- * (E5M2, E4M3) are computed instead with a shift, a mask and an add per byte; rows with a code
- * outside the range (zeros, subnormals, Inf, NaN) take the chain. vpunpck[lh]bw of the low and
- * high bytes give the BF16 words; the codes are laid out so that they come out in order.
+ * and a blend). 8-bit LUTs of the form sign | (magnitude << s) + base from a magnitude up (E5M2,
+ * E4M3) are computed instead with a shift, a mask and an add per byte, the magnitudes below
+ * (zeros, subnormals) corrected by a 16-entry vpshufb table; rows with a code above (Inf, NaN)
+ * take the chain. vpunpck[lh]bw of the low and high bytes give the BF16 words; the codes are laid
+ * out so that they come out in order. Integer LUTs (int8) are converted: codes sign-extended and
+ * converted to float32, whose product with the scale is exact before rounding.
  * Scales: E8M0 adds (x - 127) << 7 to words with a nonzero exponent when the tile's scales keep
  * every LUT entry normal (else the exact per-lane rules); BF16 and E4M3 scales multiply in
  * float32 (even and odd words separately) and round to nearest-even on the bits, with the
- * exact fix-ups for NaN and products below 2^-126 only in tiles whose scales can make them.
+ * exact fix-ups for NaN and products below 2^-126 only in tiles whose scales can make them; for
+ * Q <= 4 with one scale per row, the row's 16 table entries are scaled instead of its 32 words.
  */
 #include "common.h"
 
@@ -65,33 +68,54 @@ static void init_tables(void) {
 
 /* Per-kernel constants. */
 typedef struct {
-    __m256i lo[16], hi[16];  /* LUT pieces (Q <= 4: piece 0 is the table; else differences), both lanes */
+    __m256i lo[16], hi[16];  /* LUT pieces (Q <= 4: piece 0 is the table the row's indices look up; else
+                                differences), both lanes */
+    __m256i words;           /* Q <= 4: that table as 16 words (scaled per row for BF16 and E4M3 scales per 32) */
     int pieces;
-    int affine;              /* Q = 8: codes with magnitude in [amin, amax] computed, not looked up */
-    __m256i a_lomask, a_himask, a_base, a_min, a_max;
+    int spread;              /* dense Q <= 2 (all codes valid): indices by spread_row, the table spread to them */
+    int code0;               /* the entry of code 0 is not +0: unscaled absent elements are zeroed */
+    int int8;                /* Q = 8: entry i is the integer (int8_t)i: converted, not looked up */
+    int affine;              /* Q = 8: codes of magnitude up to amax computed, not looked up */
+    __m256i a_lomask, a_himask, a_base, a_max, a_low, low_lo, low_hi;
     int a_shift;
 } luts;
 
-/* The LUT's 16-entry pieces (DAZ when scaled), as XOR differences for the chains, and the
- * affine form of 8-bit LUTs: sign | ((magnitude << s) + base) with base's low byte 0. */
+/* The LUT's 16-entry pieces (DAZ when scaled), as XOR differences for the chains; the spread table
+ * of dense Q <= 2 (entry c << o is code c's for every bit offset o < 4 spread_row leaves); the
+ * integer form of 8-bit LUTs; their affine form sign | ((magnitude << s) + base) (base's low byte
+ * 0) from a magnitude amin <= 16 to amax, where the magnitudes below amin (zero and subnormals of
+ * E5M2 and E4M3) must be sign-symmetric: their entries XOR the formula's result are a 16-entry
+ * table indexed by magnitude - amin + 128 (saturating), which vpshufb zeroes from amin up. */
 AVX2 static void load_luts(const deca_cfg *cfg, int daz, luts *L) {
     const int q = cfg->q_bits;
     uint16_t v[256];
     for (int i = 0; i < 256; i++) v[i] = daz && !(cfg->lut[i] & 0x7F80) ? cfg->lut[i] & 0x8000 : cfg->lut[i];
     L->pieces = q <= 4 ? 1 : 1 << (q - 4);
+    L->spread = q <= 2 && !cfg->sparse && cfg->lut_size == 1 << q;
+    L->code0 = v[0] != 0;
+    uint16_t t[256] = {0};
+    memcpy(t, v, sizeof t);
+    if (L->spread) {
+        memset(t, 0, 16 * sizeof *t);
+        for (int c = 0; c < 1 << q; c++)
+            for (int o = 0; o < 4; o += q) t[c << o] = v[c];
+    }
+    L->words = _mm256_loadu_si256((const __m256i *)t);
     for (int p = 0; p < L->pieces; p++) {
         uint8_t lo[16], hi[16];
         /* Q = 8: pieces 0-7 and 8-15 are two chains */
         int prev = (p & 7) ? p - 1 : -1;
         for (int i = 0; i < 16; i++) {
-            uint16_t x = v[16 * p + i] ^ (prev >= 0 ? v[16 * prev + i] : 0);
+            uint16_t x = t[16 * p + i] ^ (prev >= 0 ? t[16 * prev + i] : 0);
             lo[i] = (uint8_t)x; hi[i] = (uint8_t)(x >> 8);
         }
         L->lo[p] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo));
         L->hi[p] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi));
     }
-    L->affine = 0;
+    L->int8 = L->affine = 0;
     if (q != 8 || cfg->lut_size != 256) return;
+    L->int8 = 1;
+    for (int i = 0; i < 256; i++) L->int8 &= (uint32_t)v[i] << 16 == f32_bits((float)(int8_t)i);
     int best = 0;
     for (int s = 1; s < 8; s++) {
         uint16_t base = (uint16_t)(v[64] - (64 << s));
@@ -102,18 +126,26 @@ AVX2 static void load_luts(const deca_cfg *cfg, int daz, luts *L) {
             ok[m] = !(f & 0x8000) && v[m] == f && v[m + 128] == (f | 0x8000);
         }
         if (!ok[64]) continue;
-        int lo = 64, hi = 64;
-        while (lo > 0 && ok[lo - 1]) lo--;
-        while (hi < 127 && ok[hi + 1]) hi++;
-        if (hi - lo + 1 > best) {
-            best = hi - lo + 1;
-            L->a_shift = s;
-            L->a_lomask = _mm256_set1_epi8((char)((0xFF << s) & 0xFF));
-            L->a_himask = _mm256_set1_epi8((char)(0x7F >> (8 - s)));
-            L->a_base = _mm256_set1_epi8((char)(base >> 8));
-            L->a_min = _mm256_set1_epi8((char)lo);
-            L->a_max = _mm256_set1_epi8((char)hi);
+        int amin = 64, amax = 64;
+        while (amin > 0 && ok[amin - 1]) amin--;
+        while (amax < 127 && ok[amax + 1]) amax++;
+        int symmetric = amin <= 16;
+        for (int m = 0; m < amin; m++) symmetric &= v[m + 128] == (v[m] | 0x8000);
+        if (!symmetric || amax - amin + 1 <= best) continue;
+        best = amax - amin + 1;
+        uint8_t lo[16] = {0}, hi[16] = {0};
+        for (int m = 0; m < amin; m++) {  /* the entries XOR the formula's bytes */
+            lo[(m - amin) & 15] = (uint8_t)(v[m] ^ (m << s));
+            hi[(m - amin) & 15] = (uint8_t)((v[m] >> 8) ^ ((m >> (8 - s)) + (base >> 8)));
         }
+        L->low_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo));
+        L->low_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi));
+        L->a_low = _mm256_set1_epi8((char)(0x80 - amin));
+        L->a_shift = s;
+        L->a_lomask = _mm256_set1_epi8((char)((0xFF << s) & 0xFF));
+        L->a_himask = _mm256_set1_epi8((char)(0x7F >> (8 - s)));
+        L->a_base = _mm256_set1_epi8((char)(base >> 8));
+        L->a_max = _mm256_set1_epi8((char)amax);
     }
     L->affine = best >= 64;
 }
@@ -134,10 +166,9 @@ AVX2 static void cached_luts(const deca_cfg *cfg, int daz, luts *L) {
     *L = lut_cache.L;
 }
 
-/* Low and high bytes of the LUT entries of 32 codes (any layout). */
+/* Low and high bytes of the LUT entries of 32 codes (any layout), Q = 5..8. */
 AVX2 INLINE void chain(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi) {
     __m256i l = _mm256_shuffle_epi8(L->lo[0], x), h = _mm256_shuffle_epi8(L->hi[0], x);
-    if (q <= 4) { *lo = l, *hi = h; return; }
     const int n = q == 8 ? 8 : L->pieces;
     for (int i = 1; i < n; i++) {
         __m256i xi = _mm256_sub_epi8(x, _mm256_set1_epi8((char)(16 * i)));
@@ -158,24 +189,32 @@ AVX2 INLINE void chain(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi
     *lo = l, *hi = h;
 }
 
-/* 32 codes in the rows layout (lane L byte b holds element 16 (b >> 3) + 8L + (b & 7)) -> BF16
- * words of elements 0-15 (*w0) and 16-31 (*w1). ``absent`` (sparse): bit 7 set in the bytes of
- * elements not stored, whose words are zeroed when ``zero``. */
-AVX2 INLINE void lookup(const luts *L, int q, __m256i x, int sparse, __m256i absent, int zero, __m256i *w0, __m256i *w1) {
-    __m256i lo, hi;
+/* Low and high bytes of the LUT entries of 32 codes, Q = 5..8: the affine form (8-bit LUTs) for
+ * rows whose codes all have magnitudes up to amax, else the chain. */
+AVX2 INLINE void lookup(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi) {
     if (q == 8 && L->affine) {
         __m256i mag = _mm256_and_si256(x, _mm256_set1_epi8(0x7F));
-        __m256i in = _mm256_cmpeq_epi8(_mm256_max_epu8(_mm256_min_epu8(mag, L->a_max), L->a_min), mag);
-        if ((_mm256_movemask_epi8(in) | (sparse ? _mm256_movemask_epi8(absent) : 0)) == -1) {
-            lo = _mm256_and_si256(_mm256_slli_epi16(x, L->a_shift), L->a_lomask);
-            hi = _mm256_and_si256(_mm256_srli_epi16(x, 8 - L->a_shift), L->a_himask);
-            hi = _mm256_or_si256(_mm256_add_epi8(hi, L->a_base), _mm256_andnot_si256(_mm256_set1_epi8(0x7F), x));
-        } else chain(L, q, x, &lo, &hi);
-    } else chain(L, q, x, &lo, &hi);
-    if (sparse && zero) {
-        const __m256i keep = _mm256_cmpgt_epi8(absent, _mm256_set1_epi8(-1));
-        lo = _mm256_and_si256(lo, keep);
-        hi = _mm256_and_si256(hi, keep);
+        if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(mag, L->a_max), mag)) == -1) {
+            __m256i low = _mm256_adds_epu8(mag, L->a_low);
+            __m256i l = _mm256_and_si256(_mm256_slli_epi16(x, L->a_shift), L->a_lomask);
+            __m256i h = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(x, 8 - L->a_shift), L->a_himask), L->a_base);
+            *lo = _mm256_xor_si256(l, _mm256_shuffle_epi8(L->low_lo, low));
+            h = _mm256_xor_si256(h, _mm256_shuffle_epi8(L->low_hi, low));
+            *hi = _mm256_or_si256(h, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), x));
+            return;
+        }
+    }
+    chain(L, q, x, lo, hi);
+}
+
+/* The BF16 words of elements 0-15 (*w0) and 16-31 (*w1) from the low and high bytes of 32 codes'
+ * entries in the rows layout (lane L byte b holds element 16 (b >> 3) + 8L + (b & 7)); ``keep``
+ * (sparse): zero those whose byte of ``absent`` has bit 7 set (elements not stored). */
+AVX2 INLINE void to_words(__m256i lo, __m256i hi, int keep, __m256i absent, __m256i *w0, __m256i *w1) {
+    if (keep) {
+        const __m256i k = _mm256_cmpgt_epi8(absent, _mm256_set1_epi8(-1));
+        lo = _mm256_and_si256(lo, k);
+        hi = _mm256_and_si256(hi, k);
     }
     *w0 = _mm256_unpacklo_epi8(lo, hi);
     *w1 = _mm256_unpackhi_epi8(lo, hi);
@@ -197,12 +236,33 @@ AVX2 INLINE __m256i round_dwords(__m256 p, int exact) {
     return _mm256_blendv_epi8(t, _mm256_set1_epi32(0x7FC00000), _mm256_castps_si256(_mm256_cmp_ps(p, p, _CMP_UNORD_Q)));
 }
 
-/* scale_mul of 16 BF16 words (DAZ applied) by one float scale. */
-AVX2 INLINE __m256i mul_round(__m256i v, __m256 s, int exact) {
-    __m256 pe = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), s);
-    __m256 po = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u))), s);
+/* The BF16 words of the float32 products of even (pe) and odd (po) elements. */
+AVX2 INLINE __m256i round_pairs(__m256 pe, __m256 po, int exact) {
     return _mm256_or_si256(_mm256_srli_epi32(round_dwords(pe, exact), 16),
                            _mm256_and_si256(round_dwords(po, exact), _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* scale_mul of 16 BF16 words (DAZ applied) by one float scale. */
+AVX2 INLINE __m256i mul_round(__m256i v, __m256 s, int exact) {
+    return round_pairs(_mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), s),
+                       _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u))), s),
+                       exact);
+}
+
+/* scale_mul of 16 codes of an integer LUT (luts.int8) by one float scale: each dword holds two
+ * codes, each converted to float exactly (the entry), the product exact in float32 (7 by 8
+ * significant bits) and rounded as the looked-up entry's would be. */
+AVX2 INLINE __m256i int_mul_round(__m256i d, __m256 s, int exact) {
+    return round_pairs(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(d, 24), 24)), s),
+                       _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(d, 16), 24)), s), exact);
+}
+
+/* A 16-entry table of words scaled by s (scale_mul) and split into its low and high bytes, each in
+ * both lanes: the row's lookups then give scaled words (Q <= 4, one scale per row). */
+AVX2 INLINE void scaled_table(__m256i words, __m256 s, int exact, __m256i split, __m256i *lo, __m256i *hi) {
+    const __m256i t = _mm256_shuffle_epi8(mul_round(words, s, exact), split);  /* each lane: 8 low, 8 high bytes */
+    *lo = _mm256_permute4x64_epi64(t, 0x88);
+    *hi = _mm256_permute4x64_epi64(t, 0xDD);
 }
 
 /* v times 2^k per word (kv = k, k7 = k << 7), exact by scale_mul's rules; nan: the scale is NaN. */
@@ -313,12 +373,12 @@ AVX2 INLINE __m256i expand_row(const uint8_t *src, uint32_t m, __m256i *absent) 
 /* Element order -> rows layout (lane L byte b: element 16 (b >> 3) + 8L + (b & 7)). */
 AVX2 INLINE __m256i to_rows(__m256i x) { return _mm256_permute4x64_epi64(x, 0xD8); }
 
-/* Dense Q = 4: the row's 16 stream bytes broadcast; nib_idx puts in each byte of the rows layout
- * the stream byte of its element, and even elements keep the low nibble, odd ones the high. */
-AVX2 INLINE __m256i q4_row(const uint8_t *row, __m256i nib_idx) {
-    __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)row)), nib_idx);
-    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi16(0x000F)),
-                           _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi16(0x0F00)));
+/* Dense Q = 1, 2, 4: the row's stream bytes broadcast; sp[0] puts in each byte of the rows layout
+ * the stream byte of its element, whose code is at bit offset o; sp[1] keeps it where o < 4, sp[2]
+ * (after a shift by 4) where o >= 4: an index c << (o mod 4) of the spread table (Q = 4: the code). */
+AVX2 INLINE __m256i spread_row(const uint8_t *row, const __m256i sp[3]) {
+    __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)row)), sp[0]);
+    return _mm256_or_si256(_mm256_and_si256(x, sp[1]), _mm256_and_si256(_mm256_srli_epi16(x, 4), sp[2]));
 }
 
 /* n codes of Q < 8 bits from the stream spread to bytes by pdep, 8 at a time (Q bytes each). */
@@ -343,12 +403,24 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
     /* Q = 16 takes its values from the stream: every tile takes the exact path. */
     if (fmt == SCALE_E8M0 && q <= 8) e8m0_safe_range(cfg, &safe_lo, &safe_hi);
     const float vmin = q <= 8 ? lut_min_magnitude(cfg) : -1;
-    uint8_t nib[32];
+    /* spread_row's constants (dense Q = 1, 2, 4): per rows-layout byte, its element's stream byte,
+     * and the masks of its code at offsets below and from 4 */
+    uint8_t spb[3][32];
     for (int p = 0; p < 32; p++) {
-        int e = 16 * ((p & 15) >> 3) + 8 * (p >> 4) + (p & 7);
-        nib[p] = (uint8_t)(e >> 1);
+        const int e = 16 * ((p & 15) >> 3) + 8 * (p >> 4) + (p & 7), bit = e * q, off = bit & 7;
+        const int cm = q <= 4 ? (1 << q) - 1 : 0;
+        spb[0][p] = (uint8_t)(bit >> 3);
+        spb[1][p] = (uint8_t)(off < 4 ? cm << off : 0);
+        spb[2][p] = (uint8_t)(off >= 4 ? cm << (off - 4) : 0);
     }
-    const __m256i nib_idx = _mm256_loadu_si256((const __m256i *)nib);
+    __m256i sp[3];
+    for (int i = 0; i < 3; i++) sp[i] = _mm256_loadu_si256((const __m256i *)spb[i]);
+    const int spread = !sparse && (q == 4 || (q <= 2 && L.spread));
+    /* Q <= 4 with float scales per row: the row's 16 table entries scaled instead of its 32 words */
+    const int row_tables = q <= 4 && g == 32 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+    const int int_codes = q == 8 && L.int8 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                           0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const int64_t ntiles = a->ntiles, tile_cols = a->tile_cols, rs = a->row_stride;
     const uint8_t *const values = a->values, *const masks = a->masks, *const scales = a->scales;
     const int64_t *const val_off = a->val_off, *const block_of_tile = a->block_of_tile;
@@ -371,7 +443,7 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
             slow_tiles += exact;
         }
         const uint8_t *src = vals;  /* stored codes, one per byte (Q = 8 or unpacked) */
-        if (q < 8 && (sparse || q != 4)) { unpack_codes(vals, n, q, buf); src = buf; }
+        if (q < 8 && !spread) { unpack_codes(vals, n, q, buf); src = buf; }
         int64_t pos = 0;  /* stored elements before the row */
         int bad = 0;
         for (int r = 0; r < 16; r++) {
@@ -406,17 +478,33 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
             } else {
                 __m256i c, absent = _mm256_setzero_si256();
                 if (sparse) c = expand_row(src + pos, m, &absent);
-                else if (q == 4) c = q4_row(vals + 16 * r, nib_idx);
+                else if (spread) c = spread_row(vals + 4 * q * r, sp);
                 else c = to_rows(_mm256_loadu_si256((const __m256i *)(src + 32 * r)));
                 if (check_codes) {
                     __m256i over = _mm256_cmpeq_epi8(_mm256_min_epu8(c, code_max), c);
                     bad |= _mm256_movemask_epi8(over) != -1;
                 }
-                lookup(&L, q, c, sparse, absent, fmt == SCALE_NONE, &w0, &w1);
+                if (int_codes) {  /* each dword two codes of element order */
+                    const __m256i e = sparse ? to_rows(c) : _mm256_loadu_si256((const __m256i *)(src + 32 * r));
+                    w0 = int_mul_round(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(e)),
+                                       _mm256_broadcast_ss(sf + (g == 32 ? r : 2 * r)), exact);
+                    w1 = int_mul_round(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(e, 1)),
+                                       _mm256_broadcast_ss(sf + (g == 32 ? r : 2 * r + 1)), exact);
+                } else {
+                    __m256i lo, hi;
+                    if (q <= 4) {
+                        __m256i tlo = L.lo[0], thi = L.hi[0];
+                        if (row_tables) scaled_table(L.words, _mm256_broadcast_ss(sf + r), exact, split, &tlo, &thi);
+                        lo = _mm256_shuffle_epi8(tlo, c), hi = _mm256_shuffle_epi8(thi, c);
+                    } else lookup(&L, q, c, &lo, &hi);
+                    to_words(lo, hi, sparse && fmt == SCALE_NONE && L.code0, absent, &w0, &w1);
+                }
             }
             pos += sparse ? __builtin_popcount(m) : 32;
-            w0 = scale_words(w0, fmt, g, r, 0, k7d, kd, sf, sc, exact);
-            w1 = scale_words(w1, fmt, g, r, 1, k7d, kd, sf, sc, exact);
+            if (!row_tables && !int_codes) {
+                w0 = scale_words(w0, fmt, g, r, 0, k7d, kd, sf, sc, exact);
+                w1 = scale_words(w1, fmt, g, r, 1, k7d, kd, sf, sc, exact);
+            }
             if (sparse && fmt != SCALE_NONE) {  /* scaling could make NaN or -0 of a zero */
                 __m256i m0, m1;
                 row_word_masks(m, &m0, &m1);
