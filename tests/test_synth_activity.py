@@ -190,6 +190,7 @@ def test_trace_of_another_design_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("args,message", [
     (["--activity", "bf9@0.5"], "--activity takes scheme@density"),
     (["--activity", "bf8@1.5"], "--activity takes scheme@density"),
+    (["--activity", "every"], "--activity takes scheme@density with a scheme of"),
     (["--activity", "--activity-tiles", "0"], "--activity-tiles must be a positive number"),
     (["--activity", "--vcd", "x.vcd"], "not both"),
     (["--activity", "--tech", "generic"], "--tech generic does not compute"),
@@ -225,3 +226,74 @@ def test_workload_trace_of_the_pe(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trace, "record_trace", no_simulation)
     assert activity.workload_toggles(verilog, top, 8, 4, workload, tmp_path / "activity") == t
+
+
+# Several workloads --------------------------------------------------------------------------------
+
+COUNTER = """module counter(input clk, input rst, input en, output reg [7:0] q);
+  always @(posedge clk) if (rst) q <= 8'd0; else if (en) q <= q + 8'd1;
+endmodule
+"""
+
+
+def _counter_vcd(path, every, cycles=64):
+    """A trace of COUNTER counting on one cycle in ``every``."""
+    lines = ["$scope module TOP $end", "$scope module counter $end", "$var wire 1 ! clk $end",
+             "$var wire 1 # en $end", '$var wire 8 " q [7:0] $end', "$upscope $end", "$upscope $end",
+             "$enddefinitions $end", "#0", "$dumpvars", "0!", "0#", 'b0 "', "$end"]
+    q = 0
+    for c in range(cycles):
+        en = c % every == 0
+        q = (q + en) % 256
+        lines += [f"#{10 * c + 5}", "1!", f"{int(en)}#", f'b{q:b} "', f"#{10 * c + 10}", "0!"]
+    path.write_text("\n".join(lines) + "\n")
+    return activity.count_toggles(path)
+
+
+def test_power_of_several_workloads_and_their_maximum(tmp_path):
+    """Two traces of one counter, counting every cycle and every eighth: each workload's power per
+    block is what its trace alone gives, the blocks' table is the busier one's, the maximum row the
+    per-block maximum, the vectorless row the vectorless figure."""
+    from deca.synth import flow, report
+
+    (tmp_path / "counter.v").write_text(COUNTER)
+    busy, idle = _counter_vcd(tmp_path / "busy.vcd", 1), _counter_vcd(tmp_path / "idle.vcd", 8)
+    work = tmp_path / "work"
+    both = flow.synthesize_file(tmp_path / "counter.v", "counter", work, toggles=[idle, busy])
+    alone = [flow.synthesize_file(tmp_path / "counter.v", "counter", work, toggles=t) for t in (idle, busy)]
+    runs = both.power["workloads"]
+    assert [w["workload"] for w in runs] == [idle.workload, busy.workload]
+    for run, single in zip(runs, alone):
+        assert run["blocks_mw"] == pytest.approx({b: s.power_mw for b, s in single.blocks.items()})
+    assert alone[1].total.power_mw > alone[0].total.power_mw
+    assert both.total.power_mw == pytest.approx(alone[1].total.power_mw)
+    assert both.power["workload"] == busy.workload
+    rows = report.workload_power_rows(both)
+    assert [r["activity"] for r in rows[:2]] == [idle.workload, busy.workload]
+    assert rows[2]["activity"] == "maximum per block"
+    for block in both.blocks:
+        assert rows[2][block] == pytest.approx(max(s.blocks[block].power_mw for s in alone))
+        assert rows[3][block] == pytest.approx(both.blocks[block].leakage_mw + both.blocks[block].vectorless_dynamic_mw)
+    text = report.format_result(both)
+    assert "power per block and workload" in text and "maximum per block" in text
+
+
+def test_activity_without_a_workload_runs_every_workload_of_deca_run(tmp_path, monkeypatch):
+    """--activity alone (or 'all') asks for each of deca run's workloads in the chosen mode."""
+    from deca.errors import UsageError
+    from deca.sim.measure.cli import RUN_WORKLOADS
+    from deca.synth import cli
+
+    asked = []
+
+    def synthesize(*args):
+        asked.append(args[7])
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(cli, "synthesize", synthesize)
+    for extra in ([], ["all"], ["bf16@0.5"]):
+        with pytest.raises(SystemExit):
+            main(["synth", "--W", "8", "--L", "4", "--activity", *extra, "--activity-mode", "store",
+                  "--out", str(tmp_path)])
+    assert [[w.name for w in a] for a in asked] == [list(RUN_WORKLOADS), list(RUN_WORKLOADS), ["bf16@0.5"]]
+    assert {w.mode for a in asked for w in a} == {"store"}
