@@ -99,13 +99,14 @@ def add_synth_parser(sub):
     s.set_defaults(func=cmd_synth)
 
 
-def _point(W, L, loaders, design, work_dir, fpga, cache, tech, activity):
+def _point(W, L, loaders, design, work_dir, fpga, cache, tech, activity, signoff_sta):
     """One sweep point in a worker process: (result, wall seconds including a cache lookup)."""
     start = time.monotonic()
-    return synthesize(W, L, design, work_dir, fpga, cache, tech, activity, loaders), time.monotonic() - start
+    return (synthesize(W, L, design, work_dir, fpga, cache, tech, activity, loaders, signoff_sta),
+            time.monotonic() - start)
 
 
-def _cluster_point(W, L, loaders, design, fpga, tech, activity, yosys, cached, shared_cache):
+def _cluster_point(W, L, loaders, design, fpga, tech, activity, yosys, cached, shared_cache, signoff_sta):
     """One sweep point on a Dask worker: (result as a dict, its cache file's name, wall seconds).
     ``tech``: ``technology``'s arguments; ``cached``: the client's cache files of this design by
     name, so a design synthesized before is not synthesized again."""
@@ -119,7 +120,8 @@ def _cluster_point(W, L, loaders, design, fpga, tech, activity, yosys, cached, s
         cache.mkdir(parents=True, exist_ok=True)
         for name, text in cached.items():
             (cache / name).write_text(text)
-        result = synthesize(W, L, design, Path(tmp) / "work", fpga, cache, technology(*tech), activity, loaders)
+        result = synthesize(W, L, design, Path(tmp) / "work", fpga, cache, technology(*tech), activity, loaders,
+                            signoff_sta)
         record = json.loads(json.dumps(result.to_dict()))  # as stored: tuples become lists
         # The cache file synthesize read or wrote is the one holding this result.
         (name,) = [path.name for path in cache.glob(f"{result.top}-*.json") if json.loads(path.read_text()) == record]
@@ -165,7 +167,8 @@ def _sweep(args, design, cache, tech, activity):
         return results, failed
     # spawn: workers start clean instead of forking a process that may hold threads.
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_point, *point, design, args.work_dir, args.fpga, cache, tech, activity): point
+        futures = {pool.submit(_point, *point, design, args.work_dir, args.fpga, cache, tech, activity,
+                               args.signoff): point
                    for point in points}
         for future in as_completed(futures):
             point = futures[future]
@@ -200,7 +203,7 @@ def _cluster_sweep(args, points, design, cache, activity, results, failed):
             top = top_name(design, W, L, loaders)
             cached = {path.name: path.read_text() for path in Path(cache).glob(f"{top}-*.json")}
             futures[client.submit(_cluster_point, W, L, loaders, design, args.fpga, tech, activity, args.yosys,
-                                  cached, shared, pure=False)] = (W, L, loaders)
+                                  cached, shared, args.signoff, pure=False)] = (W, L, loaders)
         for future in as_completed(futures):
             point = futures[future]
             if future.status == "error":
@@ -262,8 +265,6 @@ def cmd_synth(args):
     if args.signoff:
         if args.tech == "generic":
             raise UsageError("--signoff times standard cells; it does not go with --tech generic")
-        if args.sweep:
-            raise UsageError("--signoff times one design; give --W, --L and --loaders instead of --sweep")
         signoff.opensta()   # missing: refused before the synthesis
     if args.cluster and not args.sweep:
         raise UsageError("--cluster spreads the designs of a --sweep; one design runs here")

@@ -314,7 +314,8 @@ MEMORY_COLUMNS = {"memory": ("memory", "{}"), "shape": ("words x bits", "{}"), "
 SWEEP_COLUMNS = {
     "W": ("W", "{}"), "L": ("L", "{}"), "loaders": ("loaders", "{}"),
     "area_um2": ("area µm²", _opt("{:,.0f}")), "critical_ps": ("crit. path ps", _opt("{:.0f}")),
-    "fmax_ghz": ("fmax GHz", _opt("{:.2f}")), "power_mw": ("power mW", _opt("{:.1f}")),
+    "fmax_ghz": ("fmax GHz", _opt("{:.2f}")), "signoff_ps": ("OpenSTA ps", _opt("{:.0f}")),
+    "signoff_diff": ("OpenSTA - ours", _opt("{:+.1%}")), "power_mw": ("power mW", _opt("{:.1f}")),
     "macros": ("macros", _opt("{}")),
     "transistors": ("transistors", _opt("{:,}")), "flip_flops": ("flip-flops", "{:,}"),
     "memory_bits": ("memory bits", "{:,}"), "depth": ("depth", _opt("{}")),
@@ -339,7 +340,9 @@ def sweep_rows(results, dse=None):
         cells = r.tech != "generic"
         row = {"W": r.W, "L": r.L, "loaders": r.loaders, "design": r.design, "top": r.top, "tech": r.tech,
                "area_um2": r.total.area, "critical_ps": r.timing["critical_ps"] if cells else None,
-               "fmax_ghz": r.timing["fmax_ghz"] if cells else None, "power_mw": r.total.power_mw,
+               "fmax_ghz": r.timing["fmax_ghz"] if cells else None,
+               "signoff_ps": r.signoff["critical_ps"] if r.signoff else None,
+               "signoff_diff": r.signoff["critical_diff"] if r.signoff else None, "power_mw": r.total.power_mw,
                "leakage_mw": r.total.leakage_mw, "macros": r.total.macros if cells else None,
                "transistors": r.total.transistors,
                "cells": r.total.num_cells, "flip_flops": r.total.flip_flops, "memory_bits": r.total.memory_bits,
