@@ -41,11 +41,8 @@ int deca_have_avx2(void) {
            __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("f16c");
 }
 
-/* expand8[h][m]: byte j = 8h + (set bits of m below j) when bit j of m is set, else 0x80 (vpshufb
- * writes 0): the indices of mask byte m's elements among its stored codes in the low (h = 0) or
- * high (h = 1) qword of a lane. word_mask[m]: word j = 0xFFFF when bit j is set. expand16[m]:
- * vpshufb indices that expand the stored BF16 words of mask byte m. */
-static uint64_t expand8[2][256];
+/* word_mask[m]: word j = 0xFFFF when bit j of m is set. expand16[m]: the vpshufb indices that
+ * expand the stored BF16 words of mask byte m (0x80, which vpshufb writes as 0, where not stored). */
 static uint16_t word_mask[256][8] __attribute__((aligned(16)));
 static uint8_t expand16[256][16] __attribute__((aligned(16)));
 static int tables_ready;
@@ -58,8 +55,6 @@ static void init_tables(void) {
             word_mask[m][j] = set ? 0xFFFF : 0;
             expand16[m][2 * j] = set ? (uint8_t)(2 * rank) : 0x80;
             expand16[m][2 * j + 1] = set ? (uint8_t)(2 * rank + 1) : 0x80;
-            for (int h = 0; h < 2; h++)
-                expand8[h][m] |= (uint64_t)(set ? 8 * h + rank : 0x80) << (8 * j);
             rank += set;
         }
     }
@@ -73,11 +68,10 @@ typedef struct {
     __m256i words;           /* Q <= 4: that table as 16 words (scaled per row for BF16 and E4M3 scales per 32) */
     int pieces;
     int spread;              /* dense Q <= 2 (all codes valid): indices by spread_row, the table spread to them */
-    int code0;               /* the entry of code 0 is not +0: unscaled absent elements are zeroed */
     int int8;                /* Q = 8: entry i is the integer (int8_t)i: converted, not looked up */
     int affine;              /* Q = 8: codes of magnitude up to amax computed, not looked up */
     __m256i a_lomask, a_himask, a_base, a_max, a_low, low_lo, low_hi;
-    int a_shift;
+    __m256i a_up, a_down;    /* word multipliers 2^s and 2^(8 + s): shifts by s left and 8 - s right */
 } luts;
 
 /* The LUT's 16-entry pieces (DAZ when scaled), as XOR differences for the chains; the spread table
@@ -92,7 +86,6 @@ AVX2 static void load_luts(const deca_cfg *cfg, int daz, luts *L) {
     for (int i = 0; i < 256; i++) v[i] = daz && !(cfg->lut[i] & 0x7F80) ? cfg->lut[i] & 0x8000 : cfg->lut[i];
     L->pieces = q <= 4 ? 1 : 1 << (q - 4);
     L->spread = q <= 2 && !cfg->sparse && cfg->lut_size == 1 << q;
-    L->code0 = v[0] != 0;
     uint16_t t[256] = {0};
     memcpy(t, v, sizeof t);
     if (L->spread) {
@@ -141,7 +134,8 @@ AVX2 static void load_luts(const deca_cfg *cfg, int daz, luts *L) {
         L->low_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo));
         L->low_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi));
         L->a_low = _mm256_set1_epi8((char)(0x80 - amin));
-        L->a_shift = s;
+        L->a_up = _mm256_set1_epi16((short)(1 << s));
+        L->a_down = _mm256_set1_epi16((short)(1 << (8 + s)));
         L->a_lomask = _mm256_set1_epi8((char)((0xFF << s) & 0xFF));
         L->a_himask = _mm256_set1_epi8((char)(0x7F >> (8 - s)));
         L->a_base = _mm256_set1_epi8((char)(base >> 8));
@@ -189,15 +183,20 @@ AVX2 INLINE void chain(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi
     *lo = l, *hi = h;
 }
 
-/* Low and high bytes of the LUT entries of 32 codes, Q = 5..8: the affine form (8-bit LUTs) for
- * rows whose codes all have magnitudes up to amax, else the chain. */
+/* Low and high bytes of the LUT entries of 32 codes (any layout): Q <= 4 one vpshufb each; 8-bit
+ * LUTs the affine form for rows whose codes all have magnitudes up to amax; else the chain. */
 AVX2 INLINE void lookup(const luts *L, int q, __m256i x, __m256i *lo, __m256i *hi) {
+    if (q <= 4) {
+        *lo = _mm256_shuffle_epi8(L->lo[0], x), *hi = _mm256_shuffle_epi8(L->hi[0], x);
+        return;
+    }
     if (q == 8 && L->affine) {
         __m256i mag = _mm256_and_si256(x, _mm256_set1_epi8(0x7F));
         if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(mag, L->a_max), mag)) == -1) {
             __m256i low = _mm256_adds_epu8(mag, L->a_low);
-            __m256i l = _mm256_and_si256(_mm256_slli_epi16(x, L->a_shift), L->a_lomask);
-            __m256i h = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(x, 8 - L->a_shift), L->a_himask), L->a_base);
+            /* shifts by a variable count take the shuffle port, multiplies do not */
+            __m256i l = _mm256_and_si256(_mm256_mullo_epi16(x, L->a_up), L->a_lomask);
+            __m256i h = _mm256_add_epi8(_mm256_and_si256(_mm256_mulhi_epu16(x, L->a_down), L->a_himask), L->a_base);
             *lo = _mm256_xor_si256(l, _mm256_shuffle_epi8(L->low_lo, low));
             h = _mm256_xor_si256(h, _mm256_shuffle_epi8(L->low_hi, low));
             *hi = _mm256_or_si256(h, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), x));
@@ -208,14 +207,8 @@ AVX2 INLINE void lookup(const luts *L, int q, __m256i x, __m256i *lo, __m256i *h
 }
 
 /* The BF16 words of elements 0-15 (*w0) and 16-31 (*w1) from the low and high bytes of 32 codes'
- * entries in the rows layout (lane L byte b holds element 16 (b >> 3) + 8L + (b & 7)); ``keep``
- * (sparse): zero those whose byte of ``absent`` has bit 7 set (elements not stored). */
-AVX2 INLINE void to_words(__m256i lo, __m256i hi, int keep, __m256i absent, __m256i *w0, __m256i *w1) {
-    if (keep) {
-        const __m256i k = _mm256_cmpgt_epi8(absent, _mm256_set1_epi8(-1));
-        lo = _mm256_and_si256(lo, k);
-        hi = _mm256_and_si256(hi, k);
-    }
+ * entries in the rows layout (lane L byte b holds element 16 (b >> 3) + 8L + (b & 7)). */
+AVX2 INLINE void to_words(__m256i lo, __m256i hi, __m256i *w0, __m256i *w1) {
     *w0 = _mm256_unpacklo_epi8(lo, hi);
     *w1 = _mm256_unpackhi_epi8(lo, hi);
 }
@@ -350,24 +343,22 @@ AVX2 INLINE void row_word_masks(uint32_t m, __m256i *m0, __m256i *m1) {
                                   _mm_load_si128((const __m128i *)word_mask[m >> 24]), 1);
 }
 
-/* The stored codes of a row (bytes from src) expanded by the mask m into 32 bytes in the rows
- * layout, zero where not stored, and (*absent) 0x80 in the bytes not stored. Each qword of the
- * register gathers one mask byte's codes: lane 0 those of elements 0-7 and 16-23, lane 1 8-15 and
- * 24-31, each qword's 8 stream bytes and indices broadcast from memory and blended. */
-AVX2 INLINE __m256i expand_row(const uint8_t *src, uint32_t m, __m256i *absent) {
-    const uint32_t b0 = m & 0xFF, b1 = (m >> 8) & 0xFF, b2 = (m >> 16) & 0xFF, b3 = m >> 24;
-    const int p0 = __builtin_popcount(b0), p01 = __builtin_popcount(m & 0xFFFF);
-    const int p012 = p01 + __builtin_popcount(b2);
-    __m256i idx = _mm256_blend_epi32(_mm256_set1_epi64x((long long)expand8[0][b0]),
-                                     _mm256_set1_epi64x((long long)expand8[1][b2]), 0x0C);
-    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[0][b1]), 0x30);
-    idx = _mm256_blend_epi32(idx, _mm256_set1_epi64x((long long)expand8[1][b3]), 0xC0);
-    __m256i data = _mm256_blend_epi32(_mm256_set1_epi64x((long long)load_le64(src)),
-                                      _mm256_set1_epi64x((long long)load_le64(src + p01)), 0x0C);
-    data = _mm256_blend_epi32(data, _mm256_set1_epi64x((long long)load_le64(src + p0)), 0x30);
-    data = _mm256_blend_epi32(data, _mm256_set1_epi64x((long long)load_le64(src + p012)), 0xC0);
-    *absent = idx;
-    return _mm256_shuffle_epi8(data, idx);
+/* The stored BF16 words of a row (from p) expanded by its mask m: elements 0-15 (*w0) and 16-31
+ * (*w1), zero where not stored. Each lane's 8 words come from a 16-byte load at its mask byte's
+ * first stored word, put in place by one vpshufb with the byte's indices (expand16). */
+AVX2 INLINE void expand_words(const uint8_t *p, uint32_t m, __m256i *w0, __m256i *w1) {
+    const int c0 = __builtin_popcount(m & 0xFF), c1 = __builtin_popcount(m & 0xFFFF);
+    const int c2 = c1 + __builtin_popcount((m >> 16) & 0xFF);
+    *w0 = _mm256_shuffle_epi8(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+                                _mm_loadu_si128((const __m128i *)(p + 2 * c0)), 1),
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)expand16[m & 0xFF])),
+                                _mm_load_si128((const __m128i *)expand16[(m >> 8) & 0xFF]), 1));
+    *w1 = _mm256_shuffle_epi8(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2 * c1))),
+                                _mm_loadu_si128((const __m128i *)(p + 2 * c2)), 1),
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)expand16[(m >> 16) & 0xFF])),
+                                _mm_load_si128((const __m128i *)expand16[m >> 24]), 1));
 }
 
 /* Element order -> rows layout (lane L byte b: element 16 (b >> 3) + 8L + (b & 7)). */
@@ -379,6 +370,27 @@ AVX2 INLINE __m256i to_rows(__m256i x) { return _mm256_permute4x64_epi64(x, 0xD8
 AVX2 INLINE __m256i spread_row(const uint8_t *row, const __m256i sp[3]) {
     __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)row)), sp[0]);
     return _mm256_or_si256(_mm256_and_si256(x, sp[1]), _mm256_and_si256(_mm256_srli_epi16(x, 4), sp[2]));
+}
+
+/* The BF16 words of a sparse tile's n stored codes (bytes from src) into wb, 32 at a time as dense
+ * rows are looked up (the last group's codes beyond n are looked up and never used); returns
+ * nonzero when a stored code is beyond the LUT (``check``). */
+AVX2 INLINE int stored_words(const luts *L, int q, const uint8_t *src, int n, int check, __m256i code_max,
+                             uint16_t *wb) {
+    int bad = 0;
+    for (int k = 0; 32 * k < n; k++) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(src + 32 * k));
+        if (check) {
+            const uint32_t stored = n - 32 * k >= 32 ? 0xFFFFFFFFu : (1u << (n - 32 * k)) - 1;
+            bad |= (~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x, code_max), x)) & stored) != 0;
+        }
+        __m256i lo, hi, w0, w1;
+        lookup(L, q, to_rows(x), &lo, &hi);
+        to_words(lo, hi, &w0, &w1);
+        _mm256_store_si256((__m256i *)(wb + 32 * k), w0);
+        _mm256_store_si256((__m256i *)(wb + 32 * k + 16), w1);
+    }
+    return bad;
 }
 
 /* n codes of Q < 8 bits from the stream spread to bytes by pdep, 8 at a time (Q bytes each). */
@@ -417,8 +429,8 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
     for (int i = 0; i < 3; i++) sp[i] = _mm256_loadu_si256((const __m256i *)spb[i]);
     const int spread = !sparse && (q == 4 || (q <= 2 && L.spread));
     /* Q <= 4 with float scales per row: the row's 16 table entries scaled instead of its 32 words */
-    const int row_tables = q <= 4 && g == 32 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
-    const int int_codes = q == 8 && L.int8 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+    const int row_tables = !sparse && q <= 4 && g == 32 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+    const int int_codes = !sparse && q == 8 && L.int8 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
     const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const int64_t ntiles = a->ntiles, tile_cols = a->tile_cols, rs = a->row_stride;
@@ -427,6 +439,7 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
     uint16_t *const out = a->out;
     int64_t slow_tiles = 0;
     uint8_t buf[512 + 64] __attribute__((aligned(32)));
+    uint8_t wpage[4096 + 2 * (512 + 32)] __attribute__((aligned(32)));  /* holds the stored words */
     uint32_t k7d[32], kd[32];
     float sf[32];
 
@@ -444,61 +457,52 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
         }
         const uint8_t *src = vals;  /* stored codes, one per byte (Q = 8 or unpacked) */
         if (q < 8 && !spread) { unpack_codes(vals, n, q, buf); src = buf; }
-        int64_t pos = 0;  /* stored elements before the row */
         int bad = 0;
+        const uint8_t *words = vals;  /* sparse: the stored elements' BF16 words */
+        if (sparse && q <= 8) {
+            /* 2 KiB from the output tile modulo 4 KiB: loads of the words are not taken for reloads
+             * of the tile's stores (4K aliasing) */
+            uint16_t *wb = (uint16_t *)(wpage + (((uintptr_t)o + 2048 - (uintptr_t)wpage) & 4064));
+            bad = stored_words(&L, q, src, n, check_codes, code_max, wb);
+            words = (const uint8_t *)wb;
+        }
+        int64_t pos = 0;  /* stored elements before the row */
         for (int r = 0; r < 16; r++) {
             const uint32_t m = sparse ? load_le32(mask + 4 * r) : 0xFFFFFFFFu;
             __m256i w0, w1;
-            if (q == 16) {
-                if (sparse) {
-                    const uint8_t *p = vals + 2 * pos;
-                    const int c0 = __builtin_popcount(m & 0xFF), c1 = __builtin_popcount(m & 0xFFFF);
-                    const int c2 = c1 + __builtin_popcount((m >> 16) & 0xFF);
-                    w0 = _mm256_shuffle_epi8(
-                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
-                                                _mm_loadu_si128((const __m128i *)(p + 2 * c0)), 1),
-                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)expand16[m & 0xFF])),
-                                                _mm_load_si128((const __m128i *)expand16[(m >> 8) & 0xFF]), 1));
-                    w1 = _mm256_shuffle_epi8(
-                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2 * c1))),
-                                                _mm_loadu_si128((const __m128i *)(p + 2 * c2)), 1),
-                        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)expand16[(m >> 16) & 0xFF])),
-                                                _mm_load_si128((const __m128i *)expand16[m >> 24]), 1));
-                } else {
-                    w0 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r));
-                    w1 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r + 32));
-                }
-                if (fmt == SCALE_BF16 || fmt == SCALE_E4M3) {  /* the scaler reads zero exponents as zero */
-                    const __m256i keep = _mm256_set1_epi16(0x7FFF);
-                    __m256i z0 = _mm256_cmpeq_epi16(_mm256_and_si256(w0, _mm256_set1_epi16(0x7F80)), _mm256_setzero_si256());
-                    __m256i z1 = _mm256_cmpeq_epi16(_mm256_and_si256(w1, _mm256_set1_epi16(0x7F80)), _mm256_setzero_si256());
-                    w0 = _mm256_andnot_si256(_mm256_and_si256(z0, keep), w0);
-                    w1 = _mm256_andnot_si256(_mm256_and_si256(z1, keep), w1);
-                }
+            if (sparse) expand_words(words + 2 * pos, m, &w0, &w1);
+            else if (q == 16) {
+                w0 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r));
+                w1 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r + 32));
             } else {
-                __m256i c, absent = _mm256_setzero_si256();
-                if (sparse) c = expand_row(src + pos, m, &absent);
-                else if (spread) c = spread_row(vals + 4 * q * r, sp);
-                else c = to_rows(_mm256_loadu_si256((const __m256i *)(src + 32 * r)));
+                const __m256i c = spread ? spread_row(vals + 4 * q * r, sp)
+                                         : to_rows(_mm256_loadu_si256((const __m256i *)(src + 32 * r)));
                 if (check_codes) {
                     __m256i over = _mm256_cmpeq_epi8(_mm256_min_epu8(c, code_max), c);
                     bad |= _mm256_movemask_epi8(over) != -1;
                 }
                 if (int_codes) {  /* each dword two codes of element order */
-                    const __m256i e = sparse ? to_rows(c) : _mm256_loadu_si256((const __m256i *)(src + 32 * r));
+                    const __m256i e = _mm256_loadu_si256((const __m256i *)(src + 32 * r));
                     w0 = int_mul_round(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(e)),
                                        _mm256_broadcast_ss(sf + (g == 32 ? r : 2 * r)), exact);
                     w1 = int_mul_round(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(e, 1)),
                                        _mm256_broadcast_ss(sf + (g == 32 ? r : 2 * r + 1)), exact);
                 } else {
                     __m256i lo, hi;
-                    if (q <= 4) {
-                        __m256i tlo = L.lo[0], thi = L.hi[0];
-                        if (row_tables) scaled_table(L.words, _mm256_broadcast_ss(sf + r), exact, split, &tlo, &thi);
+                    if (row_tables) {
+                        __m256i tlo, thi;
+                        scaled_table(L.words, _mm256_broadcast_ss(sf + r), exact, split, &tlo, &thi);
                         lo = _mm256_shuffle_epi8(tlo, c), hi = _mm256_shuffle_epi8(thi, c);
                     } else lookup(&L, q, c, &lo, &hi);
-                    to_words(lo, hi, sparse && fmt == SCALE_NONE && L.code0, absent, &w0, &w1);
+                    to_words(lo, hi, &w0, &w1);
                 }
+            }
+            if (q == 16 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3)) {  /* the scaler reads zero exponents as zero */
+                const __m256i keep = _mm256_set1_epi16(0x7FFF);
+                __m256i z0 = _mm256_cmpeq_epi16(_mm256_and_si256(w0, _mm256_set1_epi16(0x7F80)), _mm256_setzero_si256());
+                __m256i z1 = _mm256_cmpeq_epi16(_mm256_and_si256(w1, _mm256_set1_epi16(0x7F80)), _mm256_setzero_si256());
+                w0 = _mm256_andnot_si256(_mm256_and_si256(z0, keep), w0);
+                w1 = _mm256_andnot_si256(_mm256_and_si256(z1, keep), w1);
             }
             pos += sparse ? __builtin_popcount(m) : 32;
             if (!row_tables && !int_codes) {
