@@ -235,7 +235,8 @@ def script(top, liberties, clock=CLOCK):
                       "report_wns -digits 3", "report_tns -digits 3", ""])
 
 
-_HEAD = re.compile(r"^Startpoint: (\S+) \((.*)\)\nEndpoint: (\S+) \((.*)\)\nPath Group: (\S+)", re.M)
+#: A path's head; OpenSTA puts a long name's "(kind)" on the next line.
+_HEAD = re.compile(r"^Startpoint: (\S+)\s+\((.*)\)\nEndpoint: (\S+)\s+\((.*)\)\nPath Group: (\S+)", re.M)
 _VALUE = re.compile(r"^\s*(-?[\d.]+)\s+(data arrival time|data required time|slack \((?:MET|VIOLATED)\))", re.M)
 
 

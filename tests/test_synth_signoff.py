@@ -97,8 +97,9 @@ def test_parse_of_an_opensta_report():
                 f"         {required:.3f}   data required time\n-----\n"
                 f"  {required - arrival:.3f}   slack ({'MET' if required >= arrival else 'VIOLATED'})\n\n")
 
+    # A long name's kind goes to the next line.
     text = (path("a[0]", "b", "in2reg", 250.0, 390.0) + path("q", "y[1]", "reg2out", 80.0, 200.0)
-            + path("x", "z", "clk", 420.0, 398.0) + "wns -22.000\ntns -30.500\n")
+            + path("x\n           ", "z\n         ", "clk", 420.0, 398.0) + "wns -22.000\ntns -30.500\n")
     s = signoff.parse(text, 400)
     assert s["groups"]["clk"] == {"start": "x", "start_kind": "rising edge-triggered flip-flop clocked by clk",
                                   "end": "z", "end_kind": "output port clocked by clk", "arrival_ps": 420.0,
