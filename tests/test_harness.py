@@ -471,6 +471,8 @@ def test_tile_cycles():
     half[:32] = 0xFF  # rows 0..7 stored
     # Q = 4 at L = 4: Lq = 16; full vOps of W = 32 take 2 cycles, empty ones 1 (no bubble).
     assert tile_cycles(half.tobytes(), 4, 32, 4) == 16 + 8
+    # Several tiles at once, dense and sparse: the sum (a dense vOp takes 2 cycles at Lq = 16).
+    assert tile_cycles([half.tobytes(), b"", half.tobytes()], 4, 32, 4) == 2 * (16 + 8) + 16 * 2
     assert config_word(dense.config) == field_value("CONFIG", Q=8, SCALE_FORMAT=1)
 
 

@@ -87,7 +87,7 @@ class Bench:
             # Aborted tiles leave vOps behind that no model counts, so these hold without squashes only.
             q, delivered = batch.config.q_bits, harness.core.delivered
             want["VOPS"] = len(delivered) * TILE_ELEMS // self.W
-            want["BUBBLE_CYCLES"] = sum(tile_cycles(r.mask, q, self.W, self.L) for r in delivered) - want["VOPS"]
+            want["BUBBLE_CYCLES"] = tile_cycles([r.mask for r in delivered], q, self.W, self.L) - want["VOPS"]
             idle = got["BUSY_CYCLES"] - got["VOPS"] - got["BUBBLE_CYCLES"]
             assert got["STARVE_CYCLES"] <= idle, (f"{label}: STARVE_CYCLES {got['STARVE_CYCLES']} > BUSY_CYCLES - VOPS "
                                                   f"- BUBBLE_CYCLES = {idle}")

@@ -2,6 +2,7 @@
 produce), batches of them over a memory image, broken metadata, and the test matrices of every
 scheme, codebook width and density."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,8 @@ from deca.hw.layouts import ErrorReason
 #: Default first address of a memory image: not line-aligned, so streams straddle lines.
 DEFAULT_BASE = 0x1_2345_6789
 META_FIELDS = TILE_META_DTYPE.names
+#: Bytes of a tile row: element c at bytes 2c, 2c+1 (an int: bits 16c+15..16c).
+ROW_BYTES = 2 * TILE_COLS
 
 DENSITIES = (1, 0.5, 0.3, 0.2, 0.1, 0.05, 0)
 #: Codebook sizes that give the code widths no built-in scheme uses (Q = 3, 5, 6, 7) and Q = 8
@@ -23,16 +26,35 @@ CODEBOOK_SIZES = (5, 20, 50, 100, 200)
 EXTRA_DENSITIES = {"bf16": (0.97,)}
 
 
+class TileRows(Sequence):
+    """A golden tile: its 16 rows as a (16, 64) uint8 array, ``data`` (for comparing many tiles at
+    once), and as items the rows as ints (element c at bits 16c+15..16c), made when first read."""
+
+    __slots__ = ("data", "_ints")
+
+    def __init__(self, data):
+        self.data, self._ints = data, None
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, index):
+        if self._ints is None:
+            self._ints = tuple(int.from_bytes(row.tobytes(), "little") for row in self.data)
+        return self._ints[index]
+
+
 @dataclass(eq=False)
 class Request:
     """One TEPL: its metadata, what it must produce, and a name for messages.
 
-    ``expected``: the 16 rows of the decompressed tile as ints (element c at bits 16c+15..16c),
-    or the ErrorReason it must fail with. ``mask``: the tile's bitmask bytes (empty when dense).
+    ``expected``: the 16 rows of the decompressed tile as ints (element c at bits 16c+15..16c; a
+    ``TileRows`` or a tuple), or the ErrorReason it must fail with. ``mask``: the tile's bitmask
+    bytes (empty when dense).
     """
 
     meta: dict
-    expected: tuple | ErrorReason
+    expected: Sequence | ErrorReason
     label: str
     mask: bytes = b""
     index: int = 0  # place in the core's request list, set by CoreModel
@@ -53,14 +75,11 @@ class Batch:
 def tile_batch(cm, label, base=DEFAULT_BASE, align=1):
     """Every tile of a CompressedMatrix in order, each expecting the golden tile (all decoded at once)."""
     image, meta = cm.memory_image(base, align)
-    row_bytes = 2 * TILE_COLS  # a row as an int: element c at bits 16c+15..16c
-    data = decompress_tiles(cm).astype("<u2").tobytes()
-    rows = [int.from_bytes(data[i:i + row_bytes], "little") for i in range(0, len(data), row_bytes)]
+    data = decompress_tiles(cm).astype("<u2").view(np.uint8).reshape(cm.num_tiles, TILE_ROWS, ROW_BYTES)
     masks = [b""] * cm.num_tiles if cm.masks is None else [m.tobytes() for m in cm.masks]
-    fields = {name: meta[name].tolist() for name in META_FIELDS}
+    metas = [dict(zip(META_FIELDS, values)) for values in zip(*(meta[name].tolist() for name in META_FIELDS))]
     return Batch(label, cm.config, image, base,
-                 [Request({name: fields[name][t] for name in META_FIELDS}, tuple(rows[TILE_ROWS * t:TILE_ROWS * (t + 1)]),
-                          f"{label} tile {t}", masks[t]) for t in range(cm.num_tiles)])
+                 [Request(metas[t], TileRows(data[t]), f"{label} tile {t}", masks[t]) for t in range(cm.num_tiles)])
 
 
 def malformed_requests(batch, addr_bits=48):

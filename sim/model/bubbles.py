@@ -38,11 +38,17 @@ def window_sizes(masks, W, tiles=None):
     return mask_bits(masks).reshape(len(masks), TILE_ELEMS // W, W).sum(axis=2)
 
 
-def tile_cycles(mask, q_bits, W, L):
-    """Dequantization cycles of one tile (``mask``: its bitmask bytes, empty when dense): the sum over
-    its vOps of max(1, ceil(Wnd / Lq)); minus 512/W, its bubbles."""
-    windows = window_sizes(np.frombuffer(mask, np.uint8) if mask else None, W, tiles=1)
-    return int(vop_cycles(windows, dequant_lanes(q_bits, L)).sum())
+def tile_cycles(masks, q_bits, W, L):
+    """Dequantization cycles of tiles (``masks``: each tile's bitmask bytes, empty when dense; or
+    one tile's): the sum over their vOps of max(1, ceil(Wnd / Lq)); minus 512/W per tile, their bubbles."""
+    masks = [masks] if isinstance(masks, bytes) else masks
+    lanes = dequant_lanes(q_bits, L)
+    dense = sum(not mask for mask in masks)
+    sparse = b"".join(masks)
+    cycles = dense * vops_per_tile(W) * int(vop_cycles(W, lanes))
+    if sparse:
+        cycles += int(vop_cycles(window_sizes(np.frombuffer(sparse, np.uint8), W), lanes).sum())
+    return cycles
 
 
 def bpv_monte_carlo(cm, W, L, tiles=None):
