@@ -40,6 +40,7 @@ KINDS = {
     "llm": (("paper.json",), "deca model llm --paper --out out/model/llm"),
     "verify": (("verify-*.json",), "deca verify --W 32 --L 8 --tiles 20000 --seed 1 --out out/verify"),
     "cluster": (("cluster.json",), "python benchmarks/bench_cluster.py --json out/cluster/cluster.json"),
+    "speed": (("speed.json",), "python benchmarks/bench_marginal.py --json out/speed/speed.json"),
 }
 
 
@@ -90,7 +91,7 @@ def _tool_command(folder, kind):
     """The command a tool wrote into its own records, when it does."""
     if kind == "baseline":
         return json.loads((folder / "platform.json").read_text()).get("command")
-    if kind in ("golden", "cluster"):
+    if kind in ("golden", "cluster", "speed"):
         return json.loads((folder / f"{kind}.json").read_text()).get("command")
     if kind == "verify":
         return "; ".join(json.loads(p.read_text())["command"] for p in sorted(folder.glob("verify-*.json")))
@@ -469,6 +470,24 @@ def table_cluster_synth(records):
     return markdown_table(rows, {"workers": ("workers", "{}"), "wall": ("wall s", "{}"), "note": ("", "{}")}), "cluster"
 
 
+def table_speed(records):
+    """``benchmarks/bench_marginal.py``: the marginal speed of whole commands, and the C++ loop's."""
+    r = records.json("speed", "speed.json")
+    small, large = r["tiles"]
+    rows = []
+    for name, c in r["commands"].items():
+        cpu = {t: c["cpu_median_seconds"][str(t)] for t in (small, large)}
+        rows.append({"command": f"`{c['command']}`", "small": f"{c['cycles'][str(small)]:,} in {cpu[small]:.1f}",
+                     "large": f"{c['cycles'][str(large)]:,} in {cpu[large]:.1f}",
+                     "marginal": f"{c['marginal_cycles_per_cpu_s']:,.0f}"})
+    rows.append({"command": f"the fast engine's C++ loop alone (the sweep point, {large:,} tiles)", "small": "",
+                 "large": "", "marginal": f"{r['loop_cycles_per_cpu_s']:,.0f}"})
+    return markdown_table(rows, {"command": (f"W = {r['W']}, L = {r['L']}", "{}"),
+                                 "small": (f"{small:,} tiles: cycles in CPU s", "{}"),
+                                 "large": (f"{large:,} tiles: cycles in CPU s", "{}"),
+                                 "marginal": ("cycles per CPU s: marginal (the loop: its own)", "{}")}), "speed"
+
+
 def _llm_table(key):
     """Table KEY of the recorded reproduction of the paper's section 8.4 (``deca model llm --paper``)."""
     def table(records):
@@ -494,7 +513,7 @@ TABLES = {
     "synth-paper": (table_synth_paper, "synth"), "synth-signoff": (table_synth_signoff, "signoff"),
     "verify": (table_verify, "verify"),
     "verify-mutants": (table_verify_mutants, "verify"), "cluster": (table_cluster, "cluster"),
-    "cluster-synth": (table_cluster_synth, "cluster"),
+    "cluster-synth": (table_cluster_synth, "cluster"), "speed": (table_speed, "speed"),
     **{f"llm-{key}": (_llm_table(key), "llm") for key in ("table1", "table6", "speedups", "table7", "fig17", "verdicts")},
 }
 
