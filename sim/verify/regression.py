@@ -9,8 +9,9 @@ Harness run of the PE from reset, drawn from ``[S, b, i]`` alone, so one batch r
 - a scheme of the format (every one; the codebook scheme with 2 to 256 entries, so every code
   width), a scale group size the scheme allows (``coverage.groups_of``), and masks tile by tile:
   empty, one stored element per row, full, dense, or a random density;
-- malformed requests of every error class between the tiles (``malformed_requests``), or a
-  CONFIG.Q the PE cannot run;
+- malformed requests of every error class between the tiles (``malformed_requests``; in dense
+  batches the long value stream ends on the address space's last byte), or a CONFIG.Q the PE
+  cannot run;
 - the core (TEPL or store-fence mode, back-pressure on the completions, link latency, TMUL time,
   squashes at random and at chosen cycles, with reissue or drop) and the memory (miss and hit
   latency ranges, channel bandwidth, in-order or out-of-order responses, back-pressure on reads
@@ -92,6 +93,12 @@ def draw_batch(seed, block, index, W, loaders, addr_bits=48):
     q = None
     if rng.random() < 0.15:
         bad = malformed_requests(batch, addr_bits)
+        if not batch.config.sparse:
+            # The long value stream moved to end on the address space's last byte: no wrap, still
+            # VALUE_LEN (judged before any line is read), the edge the wrap check's carry decides.
+            long = batch.requests[0].meta["val_len"]
+            bad = [replace(r, meta={**r.meta, "val_addr": (1 << addr_bits) - r.meta["val_len"]})
+                   if r.expected == ErrorReason.VALUE_LEN and r.meta["val_len"] > long else r for r in bad]
         picks = rng.choice(len(bad), int(rng.integers(1, len(bad) + 1)), replace=False)
         requests = list(batch.requests)
         for k in picks:
