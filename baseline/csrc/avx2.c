@@ -10,10 +10,10 @@
  *   dense Q = 8: one load; dense Q = 1, 2, 4: the row's stream bytes broadcast to both lanes, a
  *   vpshufb that puts each element's byte in place and masks and a shift that leave its code at a
  *   bit offset below 4 (Q = 4: the code), looked up in a table spread to those offsets; other
- *   Q < 8: BMI2 pdep spreads each 8 codes (Q bytes) into 8 bytes of a tile buffer; sparse: the
- *   stored codes (from the stream, or for Q < 8 from the pdep buffer) expanded by one vpshufb per
- *   row, whose indices come per mask byte (8 elements) from a 256-entry table of byte permutations,
- *   broadcast from memory and blended.
+ *   Q < 8: BMI2 pdep spreads each 8 codes (Q bytes) into 8 bytes of a tile buffer. Sparse tiles
+ *   look their stored codes (from the stream, or for Q < 8 from the pdep buffer) up 32 at a time
+ *   as dense rows, into BF16 words, then expand each row's words as sparse BF16 rows: per mask
+ *   byte (8 elements) a 16-byte load and one vpshufb with indices from a 256-entry table.
  * The codes index the LUT split into its low and high bytes: Q <= 4 one vpshufb per byte; Q = 5..8
  * a chain of vpshufb over the LUT's 16-entry pieces (piece i looked up by code - 16i, which
  * vpshufb zeroes when negative, XOR-accumulated from piece differences; Q = 8 two 7-bit chains
