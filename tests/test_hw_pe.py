@@ -24,7 +24,7 @@ ALL = {"densities": [1, 0.2, 0], "codebook_sizes": [5, 20, 200]}
 SOME = {"schemes": ["bf16", "bf8", "nvfp4", "int2", "ternary", "codebook"], "densities": [1, 0.2, 0],
         "codebook_sizes": [20, 200]}
 FEW = {"schemes": ["nvfp4", "ternary", "bf16", "int1"], "densities": [1, 0.2], "codebook_sizes": []}
-#: The more-loaders cases of the default run: a scaled and an always-sparse scheme.
+#: A scaled and an always-sparse scheme.
 TWO = {"schemes": ["nvfp4", "ternary"], "densities": [1, 0.2], "codebook_sizes": []}
 CASES = [
     ("reset_state", 8, 4, {}),
@@ -33,16 +33,16 @@ CASES = [
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4", "ternary"]}),
     ("bad_config", 8, 4, {}),
     ("squash_recovery", 32, 8, FEW),
-    # More loaders: more requests in flight, the line arbiter and the order FIFOs over 3 and 4.
+]
+#: Every scheme, the W8L4 squashes with two loaders, and the designs with more loaders (more requests
+#: in flight, the line arbiter and the order FIFOs over 3 and 4), a simulator each, under -m slow.
+SLOW_CASES = [
+    ("workloads_bit_exact", 8, 4, ALL),
+    ("squash_recovery", 8, 4, FEW),
     ("reset_state", 8, 4, {"loaders": 3}),
     ("workloads_bit_exact", 8, 4, {**TWO, "loaders": 3}),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 4}),
     ("squash_recovery", 8, 4, {**TWO, "loaders": 4}),
-]
-#: Every scheme, the W8L4 squashes with two loaders and the other loader count of each, under -m slow.
-SLOW_CASES = [
-    ("workloads_bit_exact", 8, 4, ALL),
-    ("squash_recovery", 8, 4, FEW),
     ("workloads_bit_exact", 8, 4, {**FEW, "loaders": 4}),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 3}),
     ("squash_recovery", 8, 4, {**FEW, "loaders": 3}),
@@ -214,7 +214,7 @@ def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, monke
         previous = cycle
 
 
-@pytest.mark.parametrize("loaders", [2, 3])
+@pytest.mark.parametrize("loaders", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_ports_take_tepls_into_the_request_queue_while_the_contexts_wait(loaders, seed):
     """With memory never answering, the ports take exactly one TEPL per tile context plus one per
     request queue entry, then stay not ready; the prefetcher runs ahead of the queued tiles too

@@ -436,15 +436,19 @@ def synth_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def results(synth_dir):
-    """(8, 4) through synthesize() with a cache, (8, 2) and (16, 4) through synthesize_file() beside it."""
+    """(8, 4) through synthesize() with a cache."""
+    return {(8, 4): flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")}
+
+
+@pytest.fixture(scope="module")
+def results_grid(results, synth_dir):
+    """``results`` and (8, 2) and (16, 4) through synthesize_file() beside it: minutes of Yosys, -m slow only."""
     paths = {wl: generate(*wl, synth_dir / "verilog", design=DESIGN) for wl in CHEAP}
     with ThreadPoolExecutor(len(CHEAP)) as pool:
         futures = {wl: pool.submit(flow.synthesize_file, path, top_name(DESIGN, *wl), synth_dir / f"w{wl[0]}l{wl[1]}",
                                    design=DESIGN, W=wl[0], L=wl[1])
                    for wl, path in paths.items()}
-        out = {(8, 4): flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")}
-        out |= {wl: f.result() for wl, f in futures.items()}
-    return out
+        return results | {wl: f.result() for wl, f in futures.items()}
 
 
 def test_area_is_the_sum_of_liberty_cell_areas_and_macros(results, cell_text):
@@ -486,12 +490,13 @@ def test_worst_path_into_each_module_starts_with_the_critical_path(results):
     assert f"worst path into each module, slowest first: {ends[0][0]} {ends[0][1]:,.0f} ps" in format_result(r)
 
 
-def test_area_grows_with_L_and_W(results):
-    area = {wl: r.total.area for wl, r in results.items()}
+@pytest.mark.slow
+def test_area_grows_with_L_and_W(results_grid):
+    area = {wl: r.total.area for wl, r in results_grid.items()}
     assert area[8, 2] < area[8, 4] < area[16, 4]
-    luts = {wl: r.blocks["LUT array"].area for wl, r in results.items()}
+    luts = {wl: r.blocks["LUT array"].area for wl, r in results_grid.items()}
     assert luts[8, 2] < luts[8, 4]
-    assert sum(m["instances"] for m in results[8, 2].memories) == 8
+    assert sum(m["instances"] for m in results_grid[8, 2].memories) == 8
 
 
 def test_report_text_and_markdown(results):
