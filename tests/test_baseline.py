@@ -188,6 +188,40 @@ def test_scaled_lut_slow_path_is_counted(path, rng):
     assert stats.slow_tiles == (want if path in ("avx512", "avx2") else 0)
 
 
+@pytest.mark.parametrize("fmt, g", [("e8m0", 32), ("e8m0", 16), ("bf16", 32), ("e4m3", 16)])
+def test_per_group_scaled_luts_and_per_element_scaling(fmt, g, path, rng):
+    # Q <= 4 tiles with at least (512 / g) << Q stored elements have each group's 2^Q LUT entries
+    # scaled once (the scalar path), tiles with fewer scale each element; both by the exact rules
+    # where a tile's scales need them. The AVX2 path looks sparse Q <= 4 codes with one scale per
+    # row (g = 32) up in the row's scaled table after expanding them (Q = 1 by one pdep per row).
+    # Masks with stored counts just below, at and above that threshold, LUTs with NaN, Inf, zeros
+    # and subnormals and scales of every class, and finite LUTs with moderate scales (the fast rules).
+    for q in (1, 2, 4):
+        threshold = (512 // g) << q
+        counts = [c for c in (threshold - 1, threshold, threshold + 1, 512) if 0 <= c <= 512]
+        bits = np.zeros((len(counts), 512), bool)
+        for i, c in enumerate(counts):
+            bits[i, rng.permutation(512)[:c]] = True
+        for specials in (True, False):
+            lut = random_lut(rng, with_specials=specials)
+            for sparse in (False, True):
+                cfg = TileConfig(q, sparse, fmt, g, lut, 1 << q)
+                n = len(counts) if sparse else 1
+                scales = None
+                if not specials:
+                    scales = (rng.integers(120, 134, (n, 512 // g)) if fmt == "e8m0"
+                              else rng.integers(0x3C00, 0x4300, (n, 512 // g)) if fmt == "bf16"
+                              else rng.integers(0x30, 0x50, (n, 512 // g)))
+                cm = make_matrix(rng, cfg, n, scale_codes=scales)
+                if sparse:  # the tiles' streams rebuilt for the chosen masks
+                    streams = [pack(rng.integers(0, 1 << q, int(b.sum())), q) for b in bits]
+                    cm = CompressedMatrix(cm.shape, "test", cfg, np.frombuffer(b"".join(streams), np.uint8).copy(),
+                                          np.concatenate([[0], np.cumsum([len(s) for s in streams])]),
+                                          np.packbits(bits, axis=1, bitorder="little"), cm.scale_blocks,
+                                          cm.scale_block_of_tile)
+                check(cm, path)
+
+
 def test_all_codes_of_8bit_formats(path, rng):
     # Codes 0..255 twice per tile, for E5M2 and E4M3 LUTs, unscaled and with special BF16 scales.
     special_scales = [0x0000, 0x8000, 0x0001, 0x807F, 0x7F80, 0xFF80, 0x7FC0, 0x0080, 0x7F7F, 0x3F80, 0x0100, 0x7E00]

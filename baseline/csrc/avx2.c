@@ -13,7 +13,9 @@
  *   Q < 8: BMI2 pdep spreads each 8 codes (Q bytes) into 8 bytes of a tile buffer. Sparse tiles
  *   look their stored codes (from the stream, or for Q < 8 from the pdep buffer) up 32 at a time
  *   as dense rows, into BF16 words, then expand each row's words as sparse BF16 rows: per mask
- *   byte (8 elements) a 16-byte load and one vpshufb with indices from a 256-entry table.
+ *   byte (8 elements) a 16-byte load and one vpshufb with indices from a 256-entry table. Sparse
+ *   Q <= 4 instead expand the row's codes (pdep per mask byte, Q = 1 one per row) and look them
+ *   up as a dense row, with one scale per row in the row's scaled table.
  * The codes index the LUT split into its low and high bytes: Q <= 4 one vpshufb per byte; Q = 5..8
  * a chain of vpshufb over the LUT's 16-entry pieces (piece i looked up by code - 16i, which
  * vpshufb zeroes when negative, XOR-accumulated from piece differences; Q = 8 two 7-bit chains
@@ -41,9 +43,11 @@ int deca_have_avx2(void) {
            __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("f16c");
 }
 
-/* word_mask[m]: word j = 0xFFFF when bit j of m is set. expand16[m]: the vpshufb indices that
- * expand the stored BF16 words of mask byte m (0x80, which vpshufb writes as 0, where not stored). */
+/* word_mask[m]: word j = 0xFFFF when bit j of m is set; byte_mask[m]: byte j = 0xFF then.
+ * expand16[m]: the vpshufb indices that expand the stored BF16 words of mask byte m (0x80, which
+ * vpshufb writes as 0, where not stored). */
 static uint16_t word_mask[256][8] __attribute__((aligned(16)));
+static uint64_t byte_mask[256];
 static uint8_t expand16[256][16] __attribute__((aligned(16)));
 static int tables_ready;
 
@@ -53,6 +57,7 @@ static void init_tables(void) {
         for (int j = 0; j < 8; j++) {
             int set = (m >> j) & 1;
             word_mask[m][j] = set ? 0xFFFF : 0;
+            byte_mask[m] |= set ? 0xFFull << 8 * j : 0;
             expand16[m][2 * j] = set ? (uint8_t)(2 * rank) : 0x80;
             expand16[m][2 * j + 1] = set ? (uint8_t)(2 * rank + 1) : 0x80;
             rank += set;
@@ -250,10 +255,10 @@ AVX2 INLINE __m256i int_mul_round(__m256i d, __m256 s, int exact) {
                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(d, 16), 24)), s), exact);
 }
 
-/* A 16-entry table of words scaled by s (scale_mul) and split into its low and high bytes, each in
- * both lanes: the row's lookups then give scaled words (Q <= 4, one scale per row). */
-AVX2 INLINE void scaled_table(__m256i words, __m256 s, int exact, __m256i split, __m256i *lo, __m256i *hi) {
-    const __m256i t = _mm256_shuffle_epi8(mul_round(words, s, exact), split);  /* each lane: 8 low, 8 high bytes */
+/* A 16-entry table of (scaled) words split into its low and high bytes, each in both lanes: the
+ * row's lookups then give scaled words (Q <= 4, one scale per row). */
+AVX2 INLINE void split_table(__m256i words, __m256i split, __m256i *lo, __m256i *hi) {
+    const __m256i t = _mm256_shuffle_epi8(words, split);  /* each lane: 8 low, 8 high bytes */
     *lo = _mm256_permute4x64_epi64(t, 0x88);
     *hi = _mm256_permute4x64_epi64(t, 0xDD);
 }
@@ -347,8 +352,9 @@ AVX2 INLINE void row_word_masks(uint32_t m, __m256i *m0, __m256i *m1) {
  * (*w1), zero where not stored. Each lane's 8 words come from a 16-byte load at its mask byte's
  * first stored word, put in place by one vpshufb with the byte's indices (expand16). */
 AVX2 INLINE void expand_words(const uint8_t *p, uint32_t m, __m256i *w0, __m256i *w1) {
-    const int c0 = __builtin_popcount(m & 0xFF), c1 = __builtin_popcount(m & 0xFFFF);
-    const int c2 = c1 + __builtin_popcount((m >> 16) & 0xFF);
+    /* 64-bit counts: no sign extension before the address arithmetic */
+    const uint64_t c0 = (uint64_t)__builtin_popcountll(m & 0xFFu), c1 = (uint64_t)__builtin_popcountll(m & 0xFFFFu);
+    const uint64_t c2 = c1 + (uint64_t)__builtin_popcountll(m & 0xFF0000u);
     *w0 = _mm256_shuffle_epi8(
         _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
                                 _mm_loadu_si128((const __m128i *)(p + 2 * c0)), 1),
@@ -402,6 +408,30 @@ AVX2 INLINE void unpack_codes(const uint8_t *vals, int n, int q, uint8_t *buf) {
     }
 }
 
+/* Sparse Q <= 4: the codes of a row (mask m) expanded to bytes, zero where
+ * not stored, in the rows layout: per mask byte one pdep of the stream's next codes (from bit *bp)
+ * into the bytes of its stored elements, the four joined in registers (a reload of stores of
+ * them would wait for the stores to complete). */
+AVX2 INLINE __m256i expand_codes(const uint8_t *vals, uint64_t *bp, uint32_t m, int q) {
+    if (q == 1) {  /* one pdep for the row, its 32 bits spread to the bytes of the rows layout */
+        const uint32_t bits = (uint32_t)_pdep_u64(load_le64(vals + (*bp >> 3)) >> (*bp & 7), m);
+        *bp += (uint64_t)__builtin_popcount(m);
+        const __m256i by = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+        const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), by), bit);
+        return _mm256_min_epu8(x, _mm256_set1_epi8(1));
+    }
+    const uint64_t dep = 0x0101010101010101ull * ((1u << q) - 1);
+    uint64_t w[4];
+    for (int j = 0; j < 4; j++) {
+        const uint8_t mb = (uint8_t)(m >> 8 * j);
+        w[j] = _pdep_u64(load_le64(vals + (*bp >> 3)) >> (*bp & 7), byte_mask[mb] & dep);
+        *bp += (uint64_t)q * __builtin_popcount(mb);
+    }
+    return _mm256_set_epi64x((long long)w[3], (long long)w[1], (long long)w[2], (long long)w[0]);
+}
+
 /* The tile loop, specialized by the compiler for each constant (q, sparse, fmt). */
 AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, const int fmt) {
     const deca_cfg *cfg = a->cfg;
@@ -430,6 +460,15 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
     const int spread = !sparse && (q == 4 || (q <= 2 && L.spread));
     /* Q <= 4 with float scales per row: the row's 16 table entries scaled instead of its 32 words */
     const int row_tables = !sparse && q <= 4 && g == 32 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
+    /* Sparse Q <= 4 with one scale per row: codes expanded first, then looked up in the row's
+     * scaled table (fewer words to scale than the row's 32, and no stored words to expand) */
+    const int sparse_tables = sparse && q <= 4 && g == 32 && fmt != SCALE_NONE;
+    /* Sparse Q <= 4: the row's codes expanded (zero where not stored) and looked up; Q = 5..8: the
+     * stored codes looked up, the words expanded */
+    const int sparse_codes = sparse && q <= 4;
+    /* Sparse elements not stored: looked up as code 0 (sparse_codes), and scaling could make NaN or
+     * -0 of a zero */
+    const int mask_words = fmt != SCALE_NONE || (sparse_codes && cfg->lut[0] != 0);
     const int int_codes = !sparse && q == 8 && L.int8 && (fmt == SCALE_BF16 || fmt == SCALE_E4M3);
     const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -439,8 +478,8 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
     uint16_t *const out = a->out;
     int64_t slow_tiles = 0;
     uint8_t buf[512 + 64] __attribute__((aligned(32)));
-    uint8_t wpage[4096 + 2 * (512 + 32)] __attribute__((aligned(32)));  /* holds the stored words */
     uint32_t k7d[32], kd[32];
+    uint8_t wpage[4096 + 2 * (512 + 32)] __attribute__((aligned(32)));  /* holds the stored words */
     float sf[32];
 
     for (int64_t t = 0; t < ntiles; t++) {
@@ -456,10 +495,10 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
             slow_tiles += exact;
         }
         const uint8_t *src = vals;  /* stored codes, one per byte (Q = 8 or unpacked) */
-        if (q < 8 && !spread) { unpack_codes(vals, n, q, buf); src = buf; }
+        if (!sparse_codes && q < 8 && !spread) { unpack_codes(vals, n, q, buf); src = buf; }
         int bad = 0;
         const uint8_t *words = vals;  /* sparse: the stored elements' BF16 words */
-        if (sparse && q <= 8) {
+        if (sparse && q <= 8 && !sparse_codes) {
             /* 2 KiB from the output tile modulo 4 KiB: loads of the words are not taken for reloads
              * of the tile's stores (4K aliasing) */
             uint16_t *wb = (uint16_t *)(wpage + (((uintptr_t)o + 2048 - (uintptr_t)wpage) & 4064));
@@ -467,10 +506,21 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
             words = (const uint8_t *)wb;
         }
         int64_t pos = 0;  /* stored elements before the row */
+        uint64_t bp = 0;  /* sparse_codes: bits of the stream before the row */
         for (int r = 0; r < 16; r++) {
             const uint32_t m = sparse ? load_le32(mask + 4 * r) : 0xFFFFFFFFu;
             __m256i w0, w1;
-            if (sparse) expand_words(words + 2 * pos, m, &w0, &w1);
+            if (sparse_codes) {
+                const __m256i c = expand_codes(vals, &bp, m, q);
+                if (check_codes) bad |= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(c, code_max), c)) != -1;
+                __m256i lo, hi;
+                if (sparse_tables) {
+                    __m256i tlo, thi;
+                    split_table(scale_words(L.words, fmt, g, r, 0, k7d, kd, sf, sc, exact), split, &tlo, &thi);
+                    lo = _mm256_shuffle_epi8(tlo, c), hi = _mm256_shuffle_epi8(thi, c);
+                } else lookup(&L, q, c, &lo, &hi);
+                to_words(lo, hi, &w0, &w1);
+            } else if (sparse) expand_words(words + 2 * pos, m, &w0, &w1);
             else if (q == 16) {
                 w0 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r));
                 w1 = _mm256_loadu_si256((const __m256i *)(vals + 64 * r + 32));
@@ -491,7 +541,7 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
                     __m256i lo, hi;
                     if (row_tables) {
                         __m256i tlo, thi;
-                        scaled_table(L.words, _mm256_broadcast_ss(sf + r), exact, split, &tlo, &thi);
+                        split_table(mul_round(L.words, _mm256_broadcast_ss(sf + r), exact), split, &tlo, &thi);
                         lo = _mm256_shuffle_epi8(tlo, c), hi = _mm256_shuffle_epi8(thi, c);
                     } else lookup(&L, q, c, &lo, &hi);
                     to_words(lo, hi, &w0, &w1);
@@ -504,12 +554,12 @@ AVX2 INLINE int64_t tiles(const deca_args *a, const int q, const int sparse, con
                 w0 = _mm256_andnot_si256(_mm256_and_si256(z0, keep), w0);
                 w1 = _mm256_andnot_si256(_mm256_and_si256(z1, keep), w1);
             }
-            pos += sparse ? __builtin_popcount(m) : 32;
-            if (!row_tables && !int_codes) {
+            pos += sparse ? __builtin_popcountll(m) : 32;
+            if (!row_tables && !int_codes && !sparse_tables) {
                 w0 = scale_words(w0, fmt, g, r, 0, k7d, kd, sf, sc, exact);
                 w1 = scale_words(w1, fmt, g, r, 1, k7d, kd, sf, sc, exact);
             }
-            if (sparse && fmt != SCALE_NONE) {  /* scaling could make NaN or -0 of a zero */
+            if (sparse && mask_words) {
                 __m256i m0, m1;
                 row_word_masks(m, &m0, &m1);
                 w0 = _mm256_and_si256(w0, m0);
