@@ -165,7 +165,8 @@ def test_synthesis_tables_come_from_the_synth_records(tmp_path):
 
     result = SynthResult(top="deca_pe_w32_l8", design="pe", W=32, L=8, verilog_sha256="0", total=block(1000.0, 80.0),
                          blocks={"LUT array": block(600.0, 20.0), "loaders and queues": block(400.0, 60.0)},
-                         seconds=1.0, tech="asap7", timing={"critical_ps": 398.0, "fmax_ghz": 2.51})
+                         seconds=1.0, tech="asap7", timing={"critical_ps": 398.0, "fmax_ghz": 2.51},
+                         power={"frequency_ghz": 2.5, "activity": "vectorless: 0.1 toggles per cycle on every net"})
     folder = tmp_path / "docs" / "results" / "synth"
     folder.mkdir(parents=True)
     (folder / "deca_pe_w32_l8-0123.json").write_text(json.dumps(result.to_dict()))
@@ -173,5 +174,5 @@ def test_synthesis_tables_come_from_the_synth_records(tmp_path):
                        "<!-- results:synth-paper -->\n<!-- /results -->\n", Records(tmp_path))
     assert "| 32 | 8 | 2 | 1,000 | 0.06 | 10 | 0 | 398 | 2.51 | 80.0 |" in text
     assert "600 µm², 20.0 mW" in text and "400 µm², 60.0 mW" in text
-    assert "| area share: LUT array | 60% | 22% |" in text and "| power of 56 PEs at 2.5 GHz | 4.48 W | 3.1 W |" in text
+    assert "| area share: LUT array | 60% | 22% |" in text and "| power of 56 PEs at 2.5 GHz | 4.48 W (vectorless: 0.1 toggles per cycle on every net) | 3.1 W |" in text
     assert text.count("are not recorded") == 3
