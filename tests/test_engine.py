@@ -39,8 +39,8 @@ def lib():
     return build(campaign_module._generate(8, 4, 2), top_name("pe", 8, 4), PePorts())
 
 
-#: By default a sparse and a scaled workload; every workload of ``deca run`` under -m slow.
-SOME_WORKLOADS = ("bf8@0.05", "mxfp4@1")
+#: By default one sparse, scaled workload; every workload of ``deca run`` under -m slow.
+SOME_WORKLOADS = ("mxfp4@0.5",)
 
 
 @pytest.mark.parametrize("workloads", [SOME_WORKLOADS, pytest.param(RUN_WORKLOADS, marks=pytest.mark.slow)],

@@ -18,18 +18,15 @@ from deca.sim.bench.ports import PePorts
 from deca.sim.bench.registers import configure
 from deca.sim.bench.stimulus import DEFAULT_BASE, tile_batch
 
-#: Every scheme (codebooks of Q = 3, 5 and 8) at three densities; the schemes of the Verilator
-#: regression (tests/test_pe_rtl.py) at three; a few at two.
+#: Every scheme (codebooks of Q = 3, 5 and 8) at three densities; a few at two.
 ALL = {"densities": [1, 0.2, 0], "codebook_sizes": [5, 20, 200]}
-SOME = {"schemes": ["bf16", "bf8", "nvfp4", "int2", "ternary", "codebook"], "densities": [1, 0.2, 0],
-        "codebook_sizes": [20, 200]}
 FEW = {"schemes": ["nvfp4", "ternary", "bf16", "int1"], "densities": [1, 0.2], "codebook_sizes": []}
 #: A scaled and an always-sparse scheme.
 TWO = {"schemes": ["nvfp4", "ternary"], "densities": [1, 0.2], "codebook_sizes": []}
 CASES = [
     ("reset_state", 8, 4, {}),
-    ("workloads_bit_exact", 8, 4, SOME),
-    ("workloads_bit_exact", 32, 8, FEW),
+    # FEW and a codebook of Q = 5 (a LUT loaded from the tile's metadata).
+    ("workloads_bit_exact", 32, 8, {**FEW, "schemes": [*FEW["schemes"], "codebook"], "codebook_sizes": [20]}),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4", "ternary"]}),
     ("bad_config", 8, 4, {}),
     ("squash_recovery", 32, 8, FEW),

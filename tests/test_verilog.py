@@ -92,11 +92,17 @@ def test_icarus_reports_syntax_errors(tmp_path):
         icarus_compile(bad, "broken", tmp_path / "x.vvp")
 
 
-def test_generate_command(tmp_path, capsys):
-    assert main(["generate", "--W", "8", "--L", "2", "-o", str(tmp_path), "--check"]) == 0
+#: A block alone by default (the PE's own Verilog is linted above); the whole PE, with its register
+#: map, under -m slow (two minutes of generation).
+@pytest.mark.parametrize("design,tables", [("bf16_scaler", ["ports"]),
+                                           pytest.param("pe", ["ports", "registers"], marks=pytest.mark.slow)])
+def test_generate_command(design, tables, tmp_path, capsys):
+    assert main(["generate", "--design", design, "--W", "8", "--L", "2", "-o", str(tmp_path), "--check"]) == 0
     out = capsys.readouterr().out
-    assert "deca_pe_w8_l2.v" in out and "deca_pe_w8_l2.registers.md" in out and "lint-only -Wall: clean" in out
-    assert (tmp_path / "deca_pe_w8_l2.v").is_file()
+    top = f"deca_{design}_w8_l2"
+    assert f"wrote {tmp_path / top}.v" in out and "lint-only -Wall: clean" in out and "iverilog -g2005: compiled" in out
+    assert all(f"{top}.{table}.md" in out and (tmp_path / f"{top}.{table}.md").is_file() for table in tables)
+    assert (tmp_path / f"{top}.v").is_file()
 
 
 @pytest.mark.parametrize("args,message", [
