@@ -1,9 +1,10 @@
 """The fast measurement engine (``deca.sim.bench.engine``: the harness and the models in C++ around the
 Verilated PE) against the Python path: the same records as the cocotb testbench for ``deca run``'s
-workloads (two by default, all under -m slow) in both modes and with squashes; the same runs and
-the same failures (hang, wrong tile, memory protocol) as the Python Harness on the same simulator,
-through a rough core and memory (back-pressure, out-of-order responses, squashes, dropped and
-malformed requests); its build errors and the choice of its compiler. All on the W = 8, L = 4 PE,
+workloads (one by default, all under -m slow) in both modes and with squashes; a 20-point sweep's
+records with 1, 2 and 4 jobs; the same runs and the same failures (hang, wrong tile, memory
+protocol) as the Python Harness on the same simulator, through a rough core and memory
+(back-pressure, out-of-order responses, squashes, dropped and malformed requests); its build
+errors and the choice of its compiler. All on the W = 8, L = 4 PE,
 whose Verilator builds the other RTL tests share.
 """
 
@@ -26,7 +27,7 @@ from deca.sim.bench.ports import PePorts
 from deca.sim.bench.stimulus import malformed_requests
 from deca.sim.bench.system import system
 from deca.sim.measure import campaign as campaign_module
-from deca.sim.measure.campaign import ENGINES
+from deca.sim.measure.campaign import ENGINES, Campaign, code_digest
 from deca.sim.measure.cli import RUN_WORKLOADS
 from deca.sim.measure.point import Point
 from deca.sim.measure.records import first_difference, read_records
@@ -80,6 +81,22 @@ def test_a_points_record_is_the_same_alone_and_after_other_points(tmp_path, seed
         campaign_module._measure("verilator", verilog, 8, 4, points, {**params, "out": str(out)}, name, engine)
         runs.append([read_records(out)[last.key]])
     assert first_difference(*runs, ("alone", "after other points")) is None
+
+
+def test_a_twenty_point_sweep_gives_the_same_records_with_1_2_and_4_jobs(lib, tmp_path, seed):
+    """How ``--jobs`` shares a sweep's points among simulator runs changes no record (each point
+    starts from a reset PE with its own random stream), squashes included."""
+    print(f"seed {seed}")
+    points = [Point(8, 4, f"{scheme}@{density}", "tepl") for scheme in ("bf8", "mxfp4", "bf16", "nvfp4", "int4")
+              for density in (1, 0.5, 0.2, 0.05)]
+    settings = {"system": system("spr-hbm", squash_prob=0.005).as_dict(), "tiles": 4, "seed": seed,
+                "sim": "verilator", "code": code_digest()}
+    runs = {jobs: Campaign(tmp_path / f"jobs{jobs}", settings).run(points, jobs=jobs, log=lambda line: None,
+                                                                   engine="fast")
+            for jobs in (1, 2, 4)}
+    assert sum(r["squashes"] for r in runs[1]) > 0
+    for jobs in (2, 4):
+        assert first_difference(runs[1], runs[jobs], ("--jobs 1", f"--jobs {jobs}")) is None
 
 
 def test_first_difference_names_the_record_and_field():
