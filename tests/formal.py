@@ -80,6 +80,9 @@ def _solver_path(solver):
     part.write_text(f'#!/bin/sh\nexec "{tool("yowasp-" + solver)}" "$@"\n')
     part.chmod(0o755)
     part.replace(folder / solver)
+    # YoWASP compiles the solver on its first run and says so on stderr, which yosys-smtbmc would
+    # read as the solver's answer: a first run here leaves it compiled in YoWASP's cache.
+    subprocess.run([folder / solver, "--version"], check=True, capture_output=True)
     return os.pathsep.join([str(folder), SCRIPTS])
 
 
