@@ -93,10 +93,34 @@ def test_blocks_cover_the_run():
     assert sum(n for _, n in blocks_of(1_000_000, 2000)) == 1_000_000
 
 
-def test_the_draws_reach_every_scheme_and_mask_kind(seed):
-    rng = np.random.default_rng(seed)
-    drawn = {regression.draw_batch(seed, int(rng.integers(1 << 30)), 0, W, LOADERS)[1]["scheme"] for _ in range(150)}
-    assert drawn == set(regression.SCHEMES)
+def _first_tile_bin(batch, settings):
+    """The tile bin of the first tile of ``batch`` (failing or not for a CONFIG.Q; not a malformed request)."""
+    tile = next(r for r in batch.requests
+                if r.expected is ErrorReason.CONFIG or not isinstance(r.expected, ErrorReason))
+    stored = int(np.unpackbits(np.frombuffer(tile.mask, np.uint8)).sum())
+    return f"tile/{settings['scheme']}/{coverage.density_bucket(stored, not tile.mask)}/{settings['group']}"
+
+
+def test_the_first_batches_of_a_block_reach_every_tile_cross_in_order(seed):
+    """Batch i of a block is drawn for its place in the schedule: its first tile is in that cross
+    (the mask in the bucket, no ternary weight quantized to zero), and a block's first batches,
+    one per cross, reach them all."""
+    crosses = [b for b in coverage.declared(LOADERS) if b.startswith("tile/")]
+    firsts = []
+    for index in range(len(crosses)):
+        batch, settings, _ = regression.draw_batch(seed, 3, index, W, LOADERS)
+        scheme, bucket, group = regression.schedule(seed, 3, index)
+        firsts.append(_first_tile_bin(batch, settings))
+        assert firsts[-1] == f"tile/{scheme}/{bucket}/{group}", (index, firsts[-1])
+    assert sorted(firsts) == sorted(crosses)
+
+
+def test_any_number_of_blocks_start_spread_over_the_schedule(seed):
+    """Blocks 0..2^k - 1 start 1/2^k of the walk apart: their first n/2^k + 1 batches reach every cross."""
+    crosses = coverage.tile_crosses()
+    for blocks in (1, 2, 8, 64):
+        reached = {regression.schedule(seed, b, i) for b in range(blocks) for i in range(len(crosses) // blocks + 1)}
+        assert reached == set(crosses), blocks
 
 
 @pytest.mark.parametrize("args,message", [

@@ -24,9 +24,12 @@ from deca.hw.layouts import ErrorReason
 from deca.sim.bench.cores import MODES
 from deca.sim.bench.engine import SQUASH_PHASES
 
-#: Density buckets of a tile (stored elements of 512): none, up to 10%, 30%, 60%, below full, a
-#: full mask (sparse format), and the dense format.
-DENSITY_BUCKETS = ("empty", "le10", "le30", "le60", "lt100", "full", "dense")
+#: The density buckets of a sparse tile, each with its (fewest, most) stored elements of 512: none,
+#: up to 10%, 30%, 60%, below full, a full mask.
+STORED = {"empty": (0, 0), "le10": (1, 51), "le30": (52, 153), "le60": (154, 307), "lt100": (308, 511),
+          "full": (512, 512)}
+#: Density buckets of a tile: the sparse format's and the dense format.
+DENSITY_BUCKETS = (*STORED, "dense")
 #: Scale group sizes a scheme may be compressed with (``golden.schemes``): none, the fixed one, or these.
 GROUPS = (16, 32, 64, 128, "channel")
 CODE_BITS = (1, 2, 3, 4, 5, 6, 7, 8, 16)
@@ -51,12 +54,12 @@ def density_buckets(scheme):
 
 def density_bucket(stored, dense):
     """The bucket of a tile with ``stored`` elements of 512 (``dense``: the dense format)."""
-    if dense:
-        return "dense"
-    for bucket, top in (("empty", 0), ("le10", 51), ("le30", 153), ("le60", 307), ("lt100", 511)):
-        if stored <= top:
-            return bucket
-    return "full"
+    return "dense" if dense else next(bucket for bucket, (_, most) in STORED.items() if stored <= most)
+
+
+def tile_crosses():
+    """Every (scheme, density bucket, group) of a tile bin, in report order."""
+    return [(s, d, g) for s in SCHEMES for d in density_buckets(s) for g in groups_of(s)]
 
 
 def in_flight_bucket(n, loaders):
@@ -65,7 +68,7 @@ def in_flight_bucket(n, loaders):
 
 def declared(loaders):
     """Every bin name for a PE with ``loaders`` TEPL ports, in report order."""
-    bins = [f"tile/{s}/{d}/{g}" for s in SCHEMES for d in density_buckets(s) for g in groups_of(s)]
+    bins = [f"tile/{s}/{d}/{g}" for s, d, g in tile_crosses()]
     bins += [f"bits/{q}" for q in CODE_BITS] + [f"edge/{e}" for e in EDGES]
     flights = ["one", *(["upto_loaders"] if loaders > 1 else []), "more"]
     bins += ["squash/idle/0", "squash/presented/0"]

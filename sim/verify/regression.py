@@ -6,9 +6,11 @@ merge (``merge``) into the same run record. A block is a sequence of batches; a 
 Harness run of the PE from reset, drawn from ``[S, b, i]`` alone, so one batch replays exactly
 (``replay``, with waves under cocotb). Each batch draws:
 
-- a scheme of the format (every one; the codebook scheme with 2 to 256 entries, so every code
-  width), a scale group size the scheme allows (``coverage.groups_of``), and masks tile by tile:
-  empty, one stored element per row, full, dense, or a random density;
+- a scheme of the format, a scale group size it allows (``coverage.groups_of``) and a density
+  bucket (``coverage.DENSITY_BUCKETS``), the batch's place in a walk over every such tile cross
+  (``schedule``); the codebook scheme with 2 to 256 entries, so every code width; masks in that
+  bucket (random counts, its ends, one stored element per row), or the first tile's in it and
+  the others' in any bucket;
 - malformed requests of every error class between the tiles (``malformed_requests``; in dense
   batches the long value stream ends on the address space's last byte), or a CONFIG.Q the PE
   cannot run;
@@ -47,49 +49,70 @@ CYCLES_PER_REQUEST = 4000
 BUDGET_LATENCIES = 10
 
 
-def _mask(rng, kind, tiles):
-    """A (16, 32 x tiles) mask of ``kind``, or None for the dense format."""
-    shape = (TILE_ROWS, TILE_COLS * tiles)
-    if kind == "dense":
+def schedule(seed, block, index):
+    """The tile cross (scheme, density bucket, group; ``coverage.tile_crosses``) batch ``index`` of block
+    ``block`` is drawn for.
+
+    The crosses in an order of the seed's, walked round by every block from its own start: the
+    number of crosses times the base-2 radical inverse of the block (0, 1/2, 1/4, 3/4, 1/8, ...). So
+    any number of blocks start evenly spread over the walk, and a run reaches every cross as soon as
+    its blocks' batches span the gaps between their starts, whatever the block size.
+    """
+    crosses = coverage.tile_crosses()
+    start = len(crosses) * int(f"{block:b}"[::-1], 2) // 2 ** block.bit_length()
+    return crosses[np.random.default_rng(seed).permutation(len(crosses))[(start + index) % len(crosses)]]
+
+
+def _mask(rng, bucket, tiles):
+    """A (16, 32 x tiles) mask with tile 0 in density bucket ``bucket``, or None (the dense format).
+
+    The other tiles are in ``bucket`` too, or (a mixed batch) each in a random sparse bucket. A
+    tile holds a count of stored elements uniform over its bucket or at one of its ends (such as
+    one element, all but one), at random places; half the ``le10`` tiles hold one element per row.
+    """
+    if bucket == "dense":
         return None
-    if kind == "empty":
-        return np.zeros(shape, bool)
-    if kind == "full":
-        return np.ones(shape, bool)
-    if kind == "one_per_row":
-        mask = np.zeros(shape, bool)
-        for t in range(tiles):
-            mask[np.arange(TILE_ROWS), t * TILE_COLS + rng.integers(TILE_COLS, size=TILE_ROWS)] = True
-        return mask
-    # random: each tile its own density, uniform or near an edge
-    density = rng.choice([rng.random(), rng.random() * 0.05, 1 - rng.random() * 0.05], size=tiles)
-    return rng.random(shape) < np.repeat(density, TILE_COLS)[None, :]
+    names = list(coverage.STORED)
+    buckets = np.full(tiles, names.index(bucket))
+    if rng.random() < 0.4:
+        buckets[1:] = rng.integers(len(names), size=tiles - 1)
+    fewest, most = np.array(list(coverage.STORED.values()))[buckets].T
+    ends = rng.random(tiles) < 0.2
+    stored = np.where(ends, np.where(rng.random(tiles) < 0.5, fewest, most), rng.integers(fewest, most + 1))
+    # Each tile's elements in a random order, the first ``stored`` of it kept.
+    mask = rng.random((tiles, TILE_ELEMS)).argsort(axis=1).argsort(axis=1) < stored[:, None]
+    mask = mask.reshape(tiles, TILE_ROWS, TILE_COLS)
+    one = np.flatnonzero((buckets == names.index("le10")) & (rng.random(tiles) < 0.5))
+    mask[one] = False
+    mask[one[:, None], np.arange(TILE_ROWS), rng.integers(TILE_COLS, size=(len(one), TILE_ROWS))] = True
+    return mask.transpose(1, 0, 2).reshape(TILE_ROWS, TILE_COLS * tiles)
 
 
 def draw_batch(seed, block, index, W, loaders, addr_bits=48):
     """Batch ``index`` of block ``block``: (Batch, run settings, generator for the run); ``None`` requests past the block end are cut by the caller."""
     rng = np.random.default_rng([seed, block, index])
-    scheme = str(rng.choice(list(SCHEMES)))
+    scheme, bucket, group = schedule(seed, block, index)
     codebook = None
     if scheme == "codebook":
         size = int(rng.choice([2, 3, 4, 5, 8, 9, 16, 20, 32, 50, 64, 100, 128, 200, 256]))
         # Multiples of 1/64 below 2 in magnitude are exact and distinct in BF16.
         codebook = rng.choice(np.arange(-128, 128), size, replace=False) / 64
-    group = coverage.groups_of(scheme)[int(rng.integers(len(coverage.groups_of(scheme))))]
     tiles = int(rng.integers(1, BATCH_REQUESTS + 1))
     if group not in (None, 16, 32, "channel"):
         tiles = max(tiles, group // TILE_COLS)  # K holds at least one group
-    kinds = ["empty", "one_per_row", "full", "random", "random", "random"]
-    if not SCHEMES[scheme].always_sparse:
-        kinds += ["dense", "dense"]
-    kind = str(rng.choice(kinds))
-    w = (rng.standard_t(3, size=(TILE_ROWS, TILE_COLS * tiles))
-         * np.exp(rng.normal(0, 2, size=TILE_COLS * tiles))).astype(np.float32)
+    shape = (TILE_ROWS, TILE_COLS * tiles)
+    if scheme == "ternary":
+        # |w| in [1, 1.5) times a factor per row: a group's absmean scale stays below 1.5 times its
+        # smallest weight, so no stored weight rounds to 0 (which would leave the mask and the bucket).
+        w = (rng.choice([-1, 1], shape) * rng.uniform(1, 1.5, shape)
+             * np.exp(rng.normal(0, 2, size=(TILE_ROWS, 1)))).astype(np.float32)
+    else:
+        w = (rng.standard_t(3, size=shape) * np.exp(rng.normal(0, 2, size=TILE_COLS * tiles))).astype(np.float32)
     if SCHEMES[scheme].encodes_inf and rng.random() < 0.1:
         w[rng.random(w.shape) < 0.01] = np.inf
-    cm = compress(w, scheme, mask=_mask(rng, kind, tiles), group_size=group, codebook=codebook)
+    cm = compress(w, scheme, mask=_mask(rng, bucket, tiles), group_size=group, codebook=codebook)
     align = int(rng.choice([1, 2, 16, 64]))
-    batch = tile_batch(cm, f"{scheme}/{kind}/g{group}", DEFAULT_BASE + int(rng.integers(1 << 16)), align)
+    batch = tile_batch(cm, f"{scheme}/{bucket}/g{group}", DEFAULT_BASE + int(rng.integers(1 << 16)), align)
     q = None
     if rng.random() < 0.15:
         bad = malformed_requests(batch, addr_bits)
