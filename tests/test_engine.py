@@ -84,7 +84,7 @@ def test_a_points_record_is_the_same_alone_and_after_other_points(tmp_path, seed
     assert first_difference(*runs, ("alone", "after other points")) is None
 
 
-def test_a_twenty_point_sweep_gives_the_same_records_with_1_2_and_4_jobs(lib, tmp_path, seed):
+def test_a_twenty_point_sweep_gives_the_same_records_with_1_2_and_4_jobs(tmp_path, seed):
     """How ``--jobs`` shares a sweep's points among simulator runs changes no record (each point
     starts from a reset PE with its own random stream), squashes included."""
     print(f"seed {seed}")
