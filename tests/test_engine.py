@@ -4,8 +4,9 @@ workloads (one by default, all under -m slow) in both modes and with squashes; a
 records with 1, 2 and 4 jobs; the same runs and the same failures (hang, wrong tile, memory
 protocol) as the Python Harness on the same simulator, through a rough core and memory
 (back-pressure, out-of-order responses, squashes, dropped and malformed requests); its build
-errors and the choice of its compiler. All on the W = 8, L = 4 PE,
-whose Verilator builds the other RTL tests share.
+errors and the choice of its compiler. The records on the W = 32, L = 8 PE, whose Verilator builds
+(the cocotb one of tests/test_pe_rtl.py, the fast engine of the measurements) the other RTL tests
+share; the rest on the W = 8, L = 4 PE, whose fast engine ``deca verify``'s tests share.
 """
 
 import asyncio
@@ -49,19 +50,18 @@ SOME_WORKLOADS = ("mxfp4@0.5",)
 def test_engines_measure_the_same_records(tmp_path, seed, workloads):
     """``deca run``'s workloads in both modes, then TEPL with squashes: field by field equal."""
     print(f"seed {seed}")
-    verilog = campaign_module._generate(8, 4, 2)
-    # 0.02 per cycle: six MXFP4 tiles at 0.5 met 20 to 60 squashes for each of 40 seeds tried (at
-    # 0.005 two of them met none, and the check below would fail); at 0.03 a W8 L4 tile of 128 vOps
-    # rarely finishes between two, and the run takes minutes.
+    verilog = campaign_module._generate(32, 8, 2)
+    # 0.02 per cycle: six MXFP4 tiles at 0.5 met 3 to 49 squashes for each of 400 seeds tried, in
+    # 533 to 2,078 cycles; at 0.1 a tile rarely finishes between two, and a run takes 400,000.
     # Without squashes (both modes) half the tiles; with them all six.
     for squash_prob, modes, tiles in ((0.0, MODES, TILES // 2), (0.02, ("tepl",), TILES)):
         params = {"system": system("spr-hbm", squash_prob=squash_prob).as_dict(), "tiles": tiles, "seed": seed,
                   "loaders": 2}
-        points = [Point(8, 4, w, m) for w in workloads for m in modes]
+        points = [Point(32, 8, w, m) for w in workloads for m in modes]
         runs = {}
         for engine in ENGINES:  # a campaign's worker, without the process pool
             out = tmp_path / f"{engine}-{squash_prob}"
-            campaign_module._measure("verilator", verilog, 8, 4, points, {**params, "out": str(out)}, out.name, engine)
+            campaign_module._measure("verilator", verilog, 32, 8, points, {**params, "out": str(out)}, out.name, engine)
             runs[engine] = [read_records(out)[p.key] for p in points]
         assert first_difference(runs["python"], runs["fast"], ("python", "fast")) is None
         assert (sum(r["squashes"] for r in runs["fast"]) > 0) == (squash_prob > 0)
