@@ -87,7 +87,9 @@ def icarus_compile(path, top, out):
 
 
 def verilator_compile(path, top, build_dir, build=False):
-    """Verilate ``top`` into C++ in ``build_dir`` and, with ``build``, compile that C++ too."""
-    cmd = [str(verilator_root() / "bin" / "verilator"), "--cc", *(("--build", "-j", "2", *VERILATOR_BUILD_ARGS) if build else ()),
+    """Verilate ``top`` into C++ in ``build_dir`` and, with ``build``, compile that C++ too (unoptimized:
+    a check that it compiles, not a model to run)."""
+    cmd = [str(verilator_root() / "bin" / "verilator"), "--cc",
+           *(("--build", "-j", "2", *VERILATOR_BUILD_ARGS, "-MAKEFLAGS", "OPT_FAST=-O0") if build else ()),
            *(f"-Wno-{w}" for w in BUILD_WAIVERS), "--top-module", top, "--Mdir", str(build_dir), str(path)]
     return _run(cmd, f"Verilator build of {path}", env=verilator_env())

@@ -70,10 +70,17 @@ def test_bit_exact_and_bubble_rule(W, L, rng):
         assert (run.out_cycles[:512 // W] - run.first_tile_cycle).tolist() == want.tolist(), label
 
 
-#: W = 8, L = 4 (a minute and a half) under -m slow: W = 32, L = 8 has the more lanes and decoders.
-@pytest.mark.parametrize("W,L", [pytest.param(8, 4, marks=pytest.mark.slow), (32, 8)], ids=["W8L4", "W32L8"])
-def test_stalls_and_backpressure_change_timing_only(W, L, rng):
-    cases = [c for c in workloads(rng) if c[0].split("@")[1] in ("1", "0.3", "0.05")]
+#: A code width of each kind (raw BF16, Q = 8, Q = 4 with E8M0 and with E4M3 scales, Q = 2, ternary
+#: Q = 1, a Q = 5 codebook) by default; every scheme, and W = 8, L = 4 (a minute and a half), under
+#: -m slow: W = 32, L = 8 has the more lanes and decoders.
+SOME_SCHEMES = {"schemes": ["bf16", "bf8", "mxfp4", "nvfp4", "int2", "ternary", "codebook"], "codebook_sizes": (20,)}
+
+
+@pytest.mark.parametrize("W,L,schemes", [pytest.param(8, 4, {}, marks=pytest.mark.slow), (32, 8, SOME_SCHEMES),
+                                         pytest.param(32, 8, {}, marks=pytest.mark.slow)],
+                         ids=["W8L4-all", "W32L8", "W32L8-all"])
+def test_stalls_and_backpressure_change_timing_only(W, L, schemes, rng):
+    cases = [c for c in workloads(rng, **schemes) if c[0].split("@")[1] in ("1", "0.3", "0.05")]
     rough = simulate(W, L, cases, rng=rng, stall=0.3, backpressure=0.4)
     for label, (jobs, run) in rough.items():
         check_data(label, jobs, run)

@@ -29,11 +29,12 @@ CASES = [
     ("workloads_bit_exact", 32, 8, {**FEW, "schemes": [*FEW["schemes"], "codebook"], "codebook_sizes": [20]}),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4", "ternary"]}),
     ("bad_config", 8, 4, {}),
-    ("squash_recovery", 32, 8, FEW),
+    ("squash_recovery", 32, 8, TWO),
 ]
-#: Every scheme, the W8L4 squashes with two loaders, and the designs with more loaders (more requests
+#: The W32L8 squashes of FEW, every scheme, the W8L4 squashes with two loaders, and the designs with more loaders (more requests
 #: in flight, the line arbiter and the order FIFOs over 3 and 4), a simulator each, under -m slow.
 SLOW_CASES = [
+    ("squash_recovery", 32, 8, FEW),
     ("workloads_bit_exact", 8, 4, ALL),
     ("squash_recovery", 8, 4, FEW),
     ("reset_state", 8, 4, {"loaders": 3}),
@@ -138,7 +139,8 @@ def simulate(W, L, procedure, seed, process=None, **params):
 
 @pytest.mark.parametrize("procedure,W,L,params", [*CASES, *(pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_CASES)],
                          ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "")
-                              + ("-all" if q is ALL else "") for p, W, L, q in CASES + SLOW_CASES])
+                              + ("-all" if q is ALL else "") + ("-few" if q is FEW and W == 32 else "")
+                              for p, W, L, q in CASES + SLOW_CASES])
 def test_pe_regression(procedure, W, L, params, seed):
     print(f"seed {seed}")
     messages = simulate(W, L, procedure, seed, **params)
