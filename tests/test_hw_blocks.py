@@ -584,7 +584,9 @@ def build_stream(tiles):
 
 
 @pytest.mark.parametrize("q", Q_BITS)
-@pytest.mark.parametrize("W, L", [(8, 4), (32, 8), (64, 16)])
+#: The smallest and the default design; the widest (a third of the file's time) under -m slow.
+@pytest.mark.parametrize("W, L", [(8, 4), (32, 8), pytest.param(64, 16, marks=pytest.mark.slow)],
+                         ids=["8-4", "32-8", "64-16"])
 def test_code_unpacker_against_read_codes(W, L, q, rng):
     """The unpacker read as the dequantization stage reads it: every starting bit offset 0..7 (o
     one-bit codes read with Q = 1 before the tile's Q-bit codes), random beat cuts with garbage past

@@ -87,7 +87,8 @@ def reference_prefetches(requests, degree, window=4):
     return out
 
 
-@pytest.mark.parametrize("degree", [0, 1, 5, 15])
+#: Off and the largest degree by default; the degrees between under -m slow.
+@pytest.mark.parametrize("degree", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow), 15])
 def test_prefetcher_follows_deltas_without_repeats(degree, rng):
     # Values of varying length back to back, masks every 64 bytes, scale blocks shared by pairs of
     # tiles (delta 0), then scales jump far backwards (another matrix: a new pass) and, at tile 20,

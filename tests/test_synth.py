@@ -44,8 +44,8 @@ def synth_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def results(synth_dir):
-    """(8, 4) through synthesize() with a cache."""
-    return {(8, 4): flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)}
+    """(8, 2), the smallest datapath with more than one LUT, through synthesize() with a cache."""
+    return {(8, 2): flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)}
 
 
 def _parser():
@@ -58,8 +58,8 @@ def _parser():
 
 
 def test_whole_design_numbers(results):
-    r = results[8, 4]
-    assert r.top == "deca_datapath_w8_l4" and (r.W, r.L, r.design) == (8, 4, DESIGN)
+    r = results[8, 2]
+    assert r.top == "deca_datapath_w8_l2" and (r.W, r.L, r.design) == (8, 2, DESIGN)
     assert r.total.transistors > 0 and r.total.flip_flops > 0 and r.total.depth > 0
     # Mapped to CMOS gates and plain flip-flops only, priced as static CMOS.
     assert set(r.total.cells) <= set(CMOS_TRANSISTORS)
@@ -67,13 +67,13 @@ def test_whole_design_numbers(results):
     assert r.total.flip_flops == r.total.cells["$_DFF_P_"]
     # Memory bits are counted before memories become flip-flops: the LUT array's L big LUTs of
     # 256 BF16 entries.
-    assert r.total.memory_bits == 4 * LUT_ENTRIES * BF16_BITS
+    assert r.total.memory_bits == 2 * LUT_ENTRIES * BF16_BITS
 
 
 def test_blocks_partition_the_design(results):
     """The blocks cover the design exactly (tolerance: none), each block's depth is at
     most the whole design's, and the LUT array holds all the memory."""
-    r = results[8, 4]
+    r = results[8, 2]
     for name in DATAPATH_BLOCKS:
         assert r.blocks[name].transistors > 0 and r.blocks[name].num_cells > 0 and r.blocks[name].depth > 0, name
     assert sum(b.transistors for b in r.blocks.values()) == r.total.transistors
@@ -84,7 +84,7 @@ def test_blocks_partition_the_design(results):
     # A block alone is wrapped in registers (RegisteredPorts): its own modules sit under "inner";
     # the LUT array's are its module, the slices of its code and choice registers (``hold``), the
     # copies of its read enable (``enable``) and of its mode flags, and its lanes' source selects.
-    luts = "deca_datapath_w8_l4.inner.pipeline.dequant.luts"
+    luts = "deca_datapath_w8_l2.inner.pipeline.dequant.luts"
     modules = r.blocks["LUT array"].modules
     assert modules[0] == luts and modules[1:], modules
     assert all(name.startswith(tuple(f"{luts}.{part}" for part in ("codes", "choices", "lut", "mode", "lane")))
@@ -97,7 +97,7 @@ def test_blocks_partition_the_design(results):
 def test_depth_is_yosys_ltp_on_the_flattened_netlist(results, synth_dir):
     """The depths computed from the hierarchical netlist equal Yosys's own ``ltp -noff`` on that
     netlist flattened, for the whole design and with each block's modules selected."""
-    r = results[8, 4]
+    r = results[8, 2]
     work = synth_dir / "work" / r.top
     names = list(r.blocks)
     script = [f"read_blif {flow.NETLIST}", f"hierarchy -top {r.top}",
@@ -128,7 +128,7 @@ def test_module_instantiated_twice_counts_twice():
 
 
 def test_result_is_json_serializable(results):
-    r = results[8, 4]
+    r = results[8, 2]
     back = flow.SynthResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert back == r
 
@@ -138,27 +138,27 @@ def test_cache_is_hit_without_running_yosys(results, synth_dir, monkeypatch):
         raise AssertionError("Yosys ran although the result is cached")
 
     monkeypatch.setattr(flow, "run_yosys", no_yosys)
-    again = flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)
-    assert again == results[8, 4]
+    again = flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)
+    assert again == results[8, 2]
     # Other Verilog, other key: a changed file is synthesized again.
-    changed = synth_dir / "changed" / "deca_datapath_w8_l4.v"
+    changed = synth_dir / "changed" / "deca_datapath_w8_l2.v"
     changed.parent.mkdir()
-    original = synth_dir / "work" / "deca_datapath_w8_l4" / "deca_datapath_w8_l4.v"
+    original = synth_dir / "work" / "deca_datapath_w8_l2" / "deca_datapath_w8_l2.v"
     changed.write_text(original.read_text() + "\n// edit\n")
     with pytest.raises(AssertionError, match="Yosys ran"):
-        flow.synthesize_file(changed, "deca_datapath_w8_l4", changed.parent, cache_dir=synth_dir / "cache",
+        flow.synthesize_file(changed, "deca_datapath_w8_l2", changed.parent, cache_dir=synth_dir / "cache",
                              tech=GENERIC)
     # The same Verilog through changed flow code: synthesized again too.
     code = synth_dir / "changed" / "flow_code.py"
     code.write_text("# a change\n")
     monkeypatch.setattr(flow, "FLOW_SOURCES", (*flow.FLOW_SOURCES, code))
     with pytest.raises(AssertionError, match="Yosys ran"):
-        flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)
+        flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=GENERIC)
 
 
 def test_report_text(results):
-    text = format_result(results[8, 4])
-    for needle in ("deca_datapath_w8_l4", "whole design", *DATAPATH_BLOCKS, "section 7.4", "NAND"):
+    text = format_result(results[8, 2])
+    for needle in ("deca_datapath_w8_l2", "whole design", *DATAPATH_BLOCKS, "section 7.4", "NAND"):
         assert needle in text
 
 
@@ -246,12 +246,12 @@ def test_cli_sweep_with_nothing_valid(tmp_path, capsys):
 def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
     measured = tmp_path / "measured"
     measured.mkdir()
-    # Two workloads of a deca sweep on (8, 4); the design's measured throughput is their geometric mean.
-    records = [{"W": 8, "L": 4, "loaders": 2, "mode": "tepl", "workload": w, "cycles_per_tile": c, "tflops": t}
+    # Two workloads of a deca sweep on (8, 2); the design's measured throughput is their geometric mean.
+    records = [{"W": 8, "L": 2, "loaders": 2, "mode": "tepl", "workload": w, "cycles_per_tile": c, "tflops": t}
                for w, c, t in (("bf8@1", 100.0, 12.5), ("bf8@0.5", 25.0, 50.0))]
     (measured / "results.json").write_text(json.dumps(records))
     out = tmp_path / "out"
-    args = _parser().parse_args(["synth", "--sweep", "--tech", "generic", "--design", DESIGN, "--W", "8", "--L", "4,16",
+    args = _parser().parse_args(["synth", "--sweep", "--tech", "generic", "--design", DESIGN, "--W", "8", "--L", "2,16",
                                  "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache"),
                                  "--out", str(out), "--measured", str(measured)])
     assert args.func(args) == 0
@@ -259,11 +259,11 @@ def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
     assert "skipping W=8, L=16" in text and "Roof-Surface's choice" in text
     with open(out / "synth.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
-    assert (row["W"], row["L"], row["loaders"]) == ("8", "4", "2")
-    assert int(row["transistors"]) == results[8, 4].total.transistors
+    assert (row["W"], row["L"], row["loaders"]) == ("8", "2", "2")
+    assert int(row["transistors"]) == results[8, 2].total.transistors
     assert float(row["measured_tflops"]) == pytest.approx(25.0)
     doc = json.loads((out / "synth.json").read_text())
-    assert doc["dse"]["best_throughput_per_area"] == [8, 4, 2]
+    assert doc["dse"]["best_throughput_per_area"] == [8, 2, 2]
     for png in ("area_depth.png", "throughput_per_area.png"):
         assert (out / png).read_bytes().startswith(b"\x89PNG")
     assert not (out / "breakdown.png").exists()  # the paper's split is for (32, 8)
@@ -276,7 +276,7 @@ def test_measured_folder_that_is_not_a_sweep_is_refused(tmp_path):
 
 
 def test_cli_measured_folder_absent(results, synth_dir, tmp_path, capsys):
-    args = _parser().parse_args(["synth", "--sweep", "--tech", "generic", "--design", DESIGN, "--W", "8", "--L", "4",
+    args = _parser().parse_args(["synth", "--sweep", "--tech", "generic", "--design", DESIGN, "--W", "8", "--L", "2",
                                  "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache"),
                                  "--out", str(tmp_path), "--measured", str(tmp_path / "nothing")])
     assert args.func(args) == 0
@@ -289,7 +289,7 @@ def test_throughput_per_area_uses_transistors_as_cost(results, tmp_path):
     assert dse.unit == "transistors" and dse.per_area == "M transistors"
     per_area = {(r["W"], r["L"]): r["tflops_per_area"] for r in dse.rows()}
     assert (dse.best.W, dse.best.L) == max(per_area, key=per_area.get)
-    assert plot_breakdown(results[8, 4], tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
+    assert plot_breakdown(results[8, 2], tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
 
 
 # Small pieces ------------------------------------------------------------------------------------

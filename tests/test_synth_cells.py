@@ -35,7 +35,7 @@ from deca.synth.report import format_markdown, format_result, paper_split  # noq
 DESIGN = "datapath"
 PDK = sram.PDK
 BF16_BITS = 16
-CHEAP = ((8, 2), (16, 4))
+CHEAP = ((8, 4), (16, 4))
 
 
 # An independent reading of the liberty text ------------------------------------------------------
@@ -436,13 +436,13 @@ def synth_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def results(synth_dir):
-    """(8, 4) through synthesize() with a cache."""
-    return {(8, 4): flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")}
+    """(8, 2), the smallest datapath with more than one LUT, through synthesize() with a cache."""
+    return {(8, 2): flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache")}
 
 
 @pytest.fixture(scope="module")
 def results_grid(results, synth_dir):
-    """``results`` and (8, 2) and (16, 4) through synthesize_file() beside it: minutes of Yosys, -m slow only."""
+    """``results`` and (8, 4) and (16, 4) through synthesize_file() beside it: minutes of Yosys, -m slow only."""
     paths = {wl: generate(*wl, synth_dir / "verilog", design=DESIGN) for wl in CHEAP}
     with ThreadPoolExecutor(len(CHEAP)) as pool:
         futures = {wl: pool.submit(flow.synthesize_file, path, top_name(DESIGN, *wl), synth_dir / f"w{wl[0]}l{wl[1]}",
@@ -452,7 +452,7 @@ def results_grid(results, synth_dir):
 
 
 def test_area_is_the_sum_of_liberty_cell_areas_and_macros(results, cell_text):
-    r = results[8, 4]
+    r = results[8, 2]
     assert r.tech == "asap7"
     cells = sum(n * _area(cell_text[t]) for t, n in r.total.cells.items() if t != sta.MACRO)
     macros = sum(m["area"] for m in r.macros)
@@ -460,16 +460,16 @@ def test_area_is_the_sum_of_liberty_cell_areas_and_macros(results, cell_text):
     buffers = r.total.buffers * _area(cell_text[r.timing["tree_buffer"]])
     assert r.total.area == pytest.approx(cells + macros + buffers, rel=1e-6)
     assert r.total.macro_area == pytest.approx(macros, rel=1e-9)
-    # The L = 4 LUTs of 256 BF16 entries, as 4 banks of 64 each: 16 one-read-one-write memories (the
+    # The L = 2 LUTs of 256 BF16 entries, as 4 banks of 64 each: 8 one-read-one-write memories (the
     # first LUT's also read back), no 1r1w macro calibrated: all standard cells, each listed.
-    assert r.total.macros == 0 and r.total.memory_bits == 4 * LUT_ENTRIES * BF16_BITS
-    assert sum(m["instances"] for m in r.memories) == 16
+    assert r.total.macros == 0 and r.total.memory_bits == 2 * LUT_ENTRIES * BF16_BITS
+    assert sum(m["instances"] for m in r.memories) == 8
     assert {(m["words"], m["width"], m["ports"], m["kind"]) for m in r.memories} == {(64, 16, "1R1W", "cells"),
                                                                                     (64, 16, "2R1W", "cells")}
 
 
 def test_blocks_add_up(results):
-    r = results[8, 4]
+    r = results[8, 2]
     for key in ("area", "macro_area", "buffers", "leakage_mw", "dynamic_mw", "flip_flops", "num_cells"):
         assert sum(getattr(b, key) for b in r.blocks.values()) == pytest.approx(getattr(r.total, key)), key
     assert sum(b.path_ps for b in r.blocks.values()) == pytest.approx(r.timing["critical_ps"])
@@ -480,7 +480,7 @@ def test_blocks_add_up(results):
 
 
 def test_worst_path_into_each_module_starts_with_the_critical_path(results):
-    r = results[8, 4]
+    r = results[8, 2]
     t = r.timing
     ends = t["worst_ends"]
     assert ends[0] == [t["path"][-1]["module"].removeprefix(f"{r.top}."), pytest.approx(t["critical_ps"])]
@@ -496,11 +496,11 @@ def test_area_grows_with_L_and_W(results_grid):
     assert area[8, 2] < area[8, 4] < area[16, 4]
     luts = {wl: r.blocks["LUT array"].area for wl, r in results_grid.items()}
     assert luts[8, 2] < luts[8, 4]
-    assert sum(m["instances"] for m in results_grid[8, 2].memories) == 8
+    assert sum(m["instances"] for m in results_grid[8, 4].memories) == 16
 
 
 def test_report_text_and_markdown(results):
-    r = results[8, 4]
+    r = results[8, 2]
     text = format_result(r)
     for needle in ("LUT array", "whole design", "x 56", "2.51 mm²", "fmax", "2.5 GHz", "55 mW", "fakeram7_64x256",
                    # The memory table: LUT 0's sub-LUTs are also read back (an asynchronous second read port).
@@ -509,7 +509,7 @@ def test_report_text_and_markdown(results):
                    r.timing["path"][0]["cell"]):
         assert needle in text, needle
     md = format_markdown(r)
-    assert md.startswith("## deca_datapath_w8_l4") and "| LUT array |" in md and "| whole design |" in md
+    assert md.startswith("## deca_datapath_w8_l2") and "| LUT array |" in md and "| whole design |" in md
 
 
 def test_throughput_per_area_uses_square_micrometres(results):
@@ -529,22 +529,22 @@ def test_cache_invalidates_when_the_library_changes(results, synth_dir, tmp_path
         copies.append(tmp_path / path.name)
     # The same library in other files: the cache answers.
     same = cells.Technology("asap7", tuple(copies), dont_use=cells.ASAP7_DONT_USE)
-    assert flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same) == results[8, 4]
+    assert flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same) == results[8, 2]
     # One cell's area changed: synthesized again.
     first = copies[0]
     text = gzip.decompress(first.read_bytes()).decode()
     first.write_bytes(gzip.compress(re.sub(r"area : ([\d.]+);", r"area : 1\1;", text, count=1).encode()))
     with pytest.raises(AssertionError, match="Yosys ran"):
-        flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same)
+        flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same)
     # The macro rule and the cells left out are part of the key as well.
     for other in (cells.Technology("asap7", cells.ASAP7_LIBERTIES, min_macro_bits=2048, dont_use=cells.ASAP7_DONT_USE),
                   cells.Technology("asap7", cells.ASAP7_LIBERTIES)):
         with pytest.raises(AssertionError, match="Yosys ran"):
-            flow.synthesize(8, 4, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=other)
+            flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=other)
 
 
 def test_no_cell_of_the_dont_use_list_is_mapped(results):
-    used = [name for name in results[8, 4].total.cells if name != sta.MACRO]
+    used = [name for name in results[8, 2].total.cells if name != sta.MACRO]
     assert used and any(name.startswith("DFF") for name in used)
     assert not [name for name in used if any(fnmatch.fnmatchcase(name, p) for p in cells.ASAP7_DONT_USE)]
 
@@ -560,12 +560,12 @@ def test_failed_run_caches_nothing(tmp_path, monkeypatch):
 
 
 def test_cli_single_design_from_the_cache(results, synth_dir, tmp_path, capsys):
-    args = _parser().parse_args(["synth", "--design", DESIGN, "--W", "8", "--L", "4", "--work-dir",
+    args = _parser().parse_args(["synth", "--design", DESIGN, "--W", "8", "--L", "2", "--work-dir",
                                  str(synth_dir / "work"), "--cache", str(synth_dir / "cache"), "--out", str(tmp_path)])
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert f"{results[8, 4].total.area:,.0f}" in out
-    assert (tmp_path / "deca_datapath_w8_l4-asap7.md").read_text() == format_markdown(results[8, 4])
+    assert f"{results[8, 2].total.area:,.0f}" in out
+    assert (tmp_path / "deca_datapath_w8_l2-asap7.md").read_text() == format_markdown(results[8, 2])
 
 
 def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
@@ -573,14 +573,14 @@ def test_cli_sweep_writes_reports(results, synth_dir, tmp_path, capsys):
     import csv
 
     out = tmp_path / "out"
-    args = _parser().parse_args(["synth", "--sweep", "--design", DESIGN, "--W", "8", "--L", "4", "--out", str(out),
+    args = _parser().parse_args(["synth", "--sweep", "--design", DESIGN, "--W", "8", "--L", "2", "--out", str(out),
                                  "--work-dir", str(synth_dir / "work"), "--cache", str(synth_dir / "cache")])
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert "TFLOPS/mm²" in text and "µm²" in text and "crit. path ps" in text
     with open(out / "synth.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
-    r = results[8, 4]
+    r = results[8, 2]
     assert float(row["area_um2"]) == pytest.approx(r.total.area)
     assert float(row["critical_ps"]) == pytest.approx(r.timing["critical_ps"])
     assert float(row["power_mw"]) == pytest.approx(r.total.power_mw)
