@@ -1,5 +1,5 @@
 """The whole datapath on the Amaranth simulator: bit-exact against the golden model, and the cycle
-count of every tile equal to the bubble rule, for every scheme and density."""
+count of every tile equal to the bubble rule, for every scheme and density (four densities by default)."""
 
 import numpy as np
 import pytest
@@ -45,14 +45,18 @@ def check_data(label, jobs, run):
     assert run.lasts.tolist() == ([False] * (per_tile - 1) + [True]) * len(jobs), f"{label}: last flags"
 
 
-#: The default design by default; W = 8, L = 4 (the smallest), W = 16 (one scale decoder, as at W = 8),
-#: W = 64, L = 16 (the most decoders) and W = 64, L = 64 (four times the LUTs) under -m slow.
-CHECKED = [(W, L) if (W, L) == (32, 8) else pytest.param(W, L, marks=pytest.mark.slow) for W, L in DESIGNS]
+#: The default design by default, dense, empty and at two sparse densities; every density
+#: there, W = 8, L = 4 (the smallest), W = 16 (one scale decoder, as at W = 8), W = 64, L = 16 (the
+#: most decoders) and W = 64, L = 64 (four times the LUTs) under -m slow.
+SOME_DENSITIES = {"densities": (1, 0.3, 0.05, 0)}
+CHECKED = [pytest.param(32, 8, SOME_DENSITIES, id="W32L8"),
+           *(pytest.param(W, L, {}, marks=pytest.mark.slow, id=f"W{W}L{L}" + ("-all" if (W, L) == (32, 8) else ""))
+             for W, L in DESIGNS)]
 
 
-@pytest.mark.parametrize("W,L", CHECKED, ids=[f"W{W}L{L}" for W, L in DESIGNS])
-def test_bit_exact_and_bubble_rule(W, L, rng):
-    cases = workloads(rng, shape=(16, 64))  # two tiles each: the first with the fill, one after it
+@pytest.mark.parametrize("W,L,densities", CHECKED)
+def test_bit_exact_and_bubble_rule(W, L, densities, rng):
+    cases = workloads(rng, shape=(16, 64), **densities)  # two tiles each: the first with the fill, one after it
     cm_of = dict(cases)
     results = simulate(W, L, cases)
     for label, (jobs, run) in results.items():
