@@ -39,8 +39,10 @@ def test_a_block_is_clean_and_the_same_from_its_seed_and_index_alone(bus, seed):
     assert all(merged["bins"][b] == first["bins"].get(b, 0) + other["bins"].get(b, 0) for b in merged["bins"])
 
 
-def test_a_wrong_golden_tile_fails_naming_its_request(bus, seed, monkeypatch):
-    """The expected rows of one request of the first batch changed: a mismatch at that request's index."""
+@pytest.mark.parametrize("tiles", [REQUESTS, REQUESTS // 2], ids=["full block", "short last block"])
+def test_a_wrong_golden_tile_fails_naming_its_request(bus, seed, monkeypatch, tiles):
+    """The expected rows of one request of the first batch changed: a mismatch at that request's index
+    in the run (blocks of ``REQUESTS``), also in a run's last block when it is shorter."""
     block, draw = 2, regression.draw_batch
     batch, _, _ = draw(seed, block, 0, W, LOADERS)
     target = next(k for k, r in enumerate(batch.requests) if not isinstance(r.expected, ErrorReason))
@@ -55,11 +57,12 @@ def test_a_wrong_golden_tile_fails_naming_its_request(bus, seed, monkeypatch):
         return batch, settings, rng
 
     monkeypatch.setattr(regression, "draw_batch", wrong)
-    rec = regression.run_block(W, L, LOADERS, seed, block, REQUESTS, bus=bus)
+    assert target < tiles
+    rec = regression.run_block(W, L, LOADERS, seed, block, tiles, bus=bus, block_tiles=REQUESTS)
     assert rec["mismatches"] == 1 and rec["hangs"] == 0, rec["failures"]
     (failure,) = rec["failures"]
     assert failure["kind"] == "Mismatch" and failure["tile"] == block * REQUESTS + target, failure
-    assert failure["batch"] == 0 and regression.batch_of(seed, block, REQUESTS, target, W, LOADERS) == 0
+    assert failure["batch"] == 0 and regression.batch_of(seed, block, tiles, target, W, LOADERS) == 0
 
 
 def test_a_batch_past_its_cycle_budget_is_a_hang(bus, seed, monkeypatch):

@@ -78,13 +78,14 @@ def _check(args):
 _BUS, _DESIGNS = {}, {}
 
 
-def _block(W, L, loaders, seed, block, tiles, verilog, build_root):
-    """Worker: one block on this process's fast-engine PE of ``verilog`` (opened once per process)."""
+def _block(W, L, loaders, seed, block, tiles, block_tiles, verilog, build_root):
+    """Worker: one block (``tiles`` requests of a run in blocks of ``block_tiles``) on this process's
+    fast-engine PE of ``verilog`` (opened once per process)."""
     from .regression import open_bus, run_block
 
     if verilog not in _BUS:
         _BUS[verilog] = open_bus(W, L, loaders, verilog, 1, build_root)
-    return run_block(W, L, loaders, seed, block, tiles, bus=_BUS[verilog])
+    return run_block(W, L, loaders, seed, block, tiles, bus=_BUS[verilog], block_tiles=block_tiles)
 
 
 def _design(W, L, loaders, mutant):
@@ -102,12 +103,12 @@ def _design(W, L, loaders, mutant):
             ENGINE_ROOT.parent / "engine-mutants" / mutant)
 
 
-def _cluster_block(W, L, loaders, seed, block, tiles, mutant):
+def _cluster_block(W, L, loaders, seed, block, tiles, block_tiles, mutant):
     """Cluster task: (the block's record, CPU seconds), the design generated and built on this worker."""
     if (W, L, loaders, mutant) not in _DESIGNS:
         _DESIGNS[W, L, loaders, mutant] = _design(W, L, loaders, mutant)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    record = _block(W, L, loaders, seed, block, tiles, *_DESIGNS[W, L, loaders, mutant])
+    record = _block(W, L, loaders, seed, block, tiles, block_tiles, *_DESIGNS[W, L, loaders, mutant])
     after = resource.getrusage(resource.RUSAGE_SELF)
     return record, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
@@ -158,11 +159,12 @@ def cmd_verify(args):
             from deca.sim.measure.campaign import code_digest
 
             client = stack.enter_context(connect(args.cluster, print, check=code_digest))
-            futures = [client.submit(_cluster_block, args.W, args.L, args.loaders, args.seed, b, n, args.mutant,
-                                     pure=False) for b, n in blocks]
+            futures = [client.submit(_cluster_block, args.W, args.L, args.loaders, args.seed, b, n, args.block_tiles,
+                                     args.mutant, pure=False) for b, n in blocks]
         else:
             pool = stack.enter_context(ProcessPoolExecutor(args.jobs))
-            futures = [pool.submit(_block, args.W, args.L, args.loaders, args.seed, b, n, verilog, build_root)
+            futures = [pool.submit(_block, args.W, args.L, args.loaders, args.seed, b, n, args.block_tiles, verilog,
+                                   build_root)
                        for b, n in blocks]
         for k, f in enumerate(futures):
             rec = f.result()
@@ -233,7 +235,7 @@ def cmd_replay(args):
     tiles = dict(blocks_of(args.tiles, args.block_tiles))[block]
     batch = batch_of(args.seed, block, tiles, first, args.W, args.loaders)
     params = {"W": args.W, "L": args.L, "loaders": args.loaders, "seed": args.seed, "block": block,
-              "block_tiles": tiles, "batch": batch}
+              "tiles": tiles, "block_tiles": args.block_tiles, "batch": batch}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"replaying batch {batch} of block {block} (request {args.replay}) with waves", flush=True)

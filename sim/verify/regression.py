@@ -273,11 +273,12 @@ def open_bus(W, L, loaders, verilog=None, jobs=2, build_root=None):
     return VerilatorBus(build(verilog, top_name("pe", W, L, loaders), ports, build_root or ENGINE_ROOT, jobs=jobs))
 
 
-def run_block(W, L, loaders, seed, block, tiles, bus=None, verilog=None):
+def run_block(W, L, loaders, seed, block, tiles, bus=None, verilog=None, block_tiles=None):
     """Run block ``block`` (``tiles`` requests) of the regression with ``seed``; returns its record:
     requests, tiles and error requests checked, cycles, mismatches, hangs, failures (kind, global
-    tile index, block, batch, first line of the message) and coverage bin hits. ``bus``: a fast-engine
-    bus on the design to reuse (else one is opened and closed)."""
+    tile index, block, batch, first line of the message) and coverage bin hits. ``block_tiles``: the
+    run's block size, which places the block's first request (default ``tiles``; a run's last block
+    may be shorter). ``bus``: a fast-engine bus on the design to reuse (else one is opened and closed)."""
     from deca.sim.bench.engine import FastHarness
 
     record = {**empty_record(seed), "blocks": [block]}
@@ -286,7 +287,7 @@ def run_block(W, L, loaders, seed, block, tiles, bus=None, verilog=None):
             bus = open_bus(W, L, loaders, verilog)
             stack.callback(bus.close)
         bench = Bench(bus, {**block_params(W, L, loaders), "seed": seed}, lambda *args: None, FastHarness)
-        asyncio.run(_run_batches(bench, seed, block, tiles, W, loaders, record, block * tiles))
+        asyncio.run(_run_batches(bench, seed, block, tiles, W, loaders, record, block * (block_tiles or tiles)))
     return record
 
 
@@ -301,8 +302,10 @@ def batch_of(seed, block, tiles, offset, W, loaders):
         index += 1
 
 
-async def replay(bench, seed, block, tiles, batch):
-    """Run batch ``batch`` of block ``block`` alone, as the regression ran it (the cocotb replay)."""
+async def replay(bench, seed, block, tiles, block_tiles, batch):
+    """Run batch ``batch`` of block ``block`` (``tiles`` requests of a run in blocks of ``block_tiles``)
+    alone, as the regression ran it (the cocotb replay)."""
     record = {**empty_record(seed), "blocks": [block]}
-    await _run_batches(bench, seed, block, tiles, bench.W, bench.ports.loaders, record, block * tiles, stop=batch)
+    await _run_batches(bench, seed, block, tiles, bench.W, bench.ports.loaders, record, block * block_tiles,
+                       stop=batch)
     return record
