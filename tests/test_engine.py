@@ -4,9 +4,9 @@ workloads (one by default, all under -m slow) in both modes and with squashes; a
 records with 1, 2 and 4 jobs; the same runs and the same failures (hang, wrong tile, memory
 protocol) as the Python Harness on the same simulator, through a rough core and memory
 (back-pressure, out-of-order responses, squashes, dropped and malformed requests); its build
-errors and the choice of its compiler. The records on the W = 32, L = 8 PE, whose Verilator builds
-(the cocotb one of tests/test_pe_rtl.py, the fast engine of the measurements) the other RTL tests
-share; the rest on the W = 8, L = 4 PE, whose fast engine ``deca verify``'s tests share.
+errors, the choice of its compiler and of its popcount. The records on the W = 32, L = 8 PE, whose
+Verilator builds (the cocotb one of tests/test_pe_rtl.py, the fast engine of the measurements) the
+other RTL tests share; the rest on the W = 8, L = 4 PE, whose fast engine ``deca verify``'s tests share.
 """
 
 import asyncio
@@ -21,7 +21,8 @@ from deca.hw.generate import top_name
 from deca.hw.layouts import ErrorReason
 from deca.sim.bench.bus import CheckFailure, drive_idle, reset
 from deca.sim.bench.cores import MODES, gemm_core
-from deca.sim.bench.engine import SOURCES, EngineBuildError, FastHarness, VerilatorBus, build
+from deca.sim.bench.engine import (SOURCES, EngineBuildError, FastHarness, VerilatorBus, _rewrite_popcount, build,
+                                    popcount_flags)
 from deca.sim.bench.harness import Harness
 from deca.sim.bench.pe_bench import Bench
 from deca.sim.bench.ports import PePorts
@@ -228,3 +229,30 @@ def test_the_compiler_is_chosen_and_keys_the_build(tmp_path, monkeypatch):
     monkeypatch.setenv("DECA_ENGINE_CXX", "no-such-compiler")
     with pytest.raises(EngineBuildError, match="DECA_ENGINE_CXX=no-such-compiler: no such C"):
         build(verilog, "tiny", ports, build_root=tmp_path / "b")
+
+
+def test_the_popcount_flag_follows_the_cpu(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse4_2 popcnt avx2\n")
+    assert popcount_flags("x86_64", cpuinfo) == (("-mpopcnt",),
+                                                 "builtin popcount with -mpopcnt (x86-64, the CPU has popcnt)")
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2\n")
+    assert popcount_flags("x86_64", cpuinfo)[0] == ()
+    assert "no popcnt" in popcount_flags("x86_64", cpuinfo)[1]
+    assert popcount_flags("x86_64", tmp_path / "none")[0] == ()
+    assert popcount_flags("aarch64", cpuinfo) == ((), "builtin popcount without -mpopcnt (aarch64 is not x86-64)")
+
+
+def test_the_popcount_rewrite_fails_on_another_verilator(tmp_path):
+    (tmp_path / "include").mkdir()
+    header, obj = tmp_path / "include" / "verilated_funcs.h", tmp_path / "obj"
+    obj.mkdir()
+    model = obj / "Vpe___024root__0.cpp"
+    model.write_text("x = VL_COUNTONES_I(a) + VL_COUNTONES_I(b) + VL_COUNTONES_Q(c);\n")
+    header.write_text("static inline IData VL_COUNTONES_I(IData lhs) VL_PURE {\n")
+    assert _rewrite_popcount(obj, tmp_path) == 2
+    assert model.read_text() == ("x = (IData)__builtin_popcount(a) + (IData)__builtin_popcount(b)"
+                                 " + VL_COUNTONES_Q(c);\n")
+    header.write_text("static inline IData VL_COUNTONES_32(IData lhs) VL_PURE {\n")
+    with pytest.raises(EngineBuildError, match=r"verilated_funcs\.h has no 'IData VL_COUNTONES_I\(IData\)'"):
+        _rewrite_popcount(obj, tmp_path)
