@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deca.args import group_size_arg, number_list
+from deca.args import add_storage_arguments, group_size_arg, number_list, storage
 from deca.errors import UsageError
 
 DEFAULT_RUN_SCHEMES = ("bf16", "bf8", "fp8e4m3", "mxfp4", "nvfp4", "int8", "int4", "int2", "nf4", "int1", "ternary")
@@ -194,17 +194,13 @@ def build_parser():
     g.add_argument("--design", default="pe", metavar="NAME",
                    help="the complete PE (default) or one of its blocks alone, as built inside it (deca.hw.units; "
                         "an unknown name lists them)")
-    g.add_argument("--tags", type=int, default=32, help="PE: tag-table entries per loader, split between its two "
-                   "tiles (default 32)")
-    g.add_argument("--sqq-bytes", type=int, default=2048, help="PE: SQQ bytes per loader, split between its two tiles "
-                   "(default 2048)")
     g.add_argument("--addr-bits", type=int, default=48, help="PE: address bits (default 48)")
     g.add_argument("--id-bits", type=int, default=8, help="PE: TEPL request id bits (default 8)")
-    g.add_argument("--loaders", type=int, default=2, help="PE: loaders (TEPL ports), each holding two tiles and with "
-                   "a TOut buffer: 2 (the paper's, default), 3 or 4")
+    g.add_argument("--loaders", type=int, default=2, help="PE: loaders (TEPL ports): 2 (the paper's, default), 3 or 4")
     g.add_argument("-o", "--out", type=Path, default=Path("build"), help="output folder (default build/)")
     g.add_argument("--check", action="store_true",
                    help="also lint with verilator -Wall (documented waivers) and compile with Icarus")
+    add_storage_arguments(g)
     g.set_defaults(func=cmd_generate)
     return p
 
@@ -213,8 +209,8 @@ def cmd_generate(args):
     from deca.hw.generate import generate
     from deca.toolchain import icarus_compile, verilator_lint
 
-    path = generate(args.W, args.L, args.out, design=args.design, tags=args.tags, sqq_bytes=args.sqq_bytes,
-                    addr_bits=args.addr_bits, id_bits=args.id_bits, loaders=args.loaders)
+    path = generate(args.W, args.L, args.out, design=args.design, **storage(args), addr_bits=args.addr_bits,
+                    id_bits=args.id_bits, loaders=args.loaders)
     tables = sorted(p.name for p in path.parent.glob(f"{path.stem}.*.md"))
     print(f"wrote {path} (top module {path.stem}) and {', '.join(tables)}")
     if args.check:

@@ -12,10 +12,23 @@ W_CHOICES = (8, 16, 32, 64)
 #: Loaders of the PE, each with its TOut buffer: the paper's two by default, up to four.
 LOADERS = 2
 LOADER_CHOICES = (2, 3, 4)
-#: Tiles a loader holds at once, each in a context of its own (tag table, queues and window unit
-#: with the loader's ``tags`` and ``sqq_bytes`` split evenly): one drains into the pipeline while the
+#: The PE's storage, each a generator parameter (``deca generate``, ``deca run``, ``deca synth``:
+#: ``--contexts``, ``--tags``, ``--sqq-bytes``, ``--tout-buffers``).
+#:
+#: Tile contexts per loader, each with a tag table, SQQ, mask and scale queues and a window unit
+#: (the loader's ``tags`` and ``sqq_bytes`` split evenly): one drains into the pipeline while the
 #: next one's lines are fetched. The paper's loader holds one.
-TILES_PER_LOADER = 2
+CONTEXTS = 2
+CONTEXT_CHOICES = (1, 2, 3, 4)
+#: Tag-table entries per loader: line reads it may have outstanding.
+TAGS = 32
+#: SQQ bytes per loader.
+SQQ_BYTES = 2048
+#: TOut tile buffers (1 KB each); None: one per loader.
+TOUT_BUFFERS = None
+TOUT_BUFFER_CHOICES = (1, 2, 3, 4)
+#: The storage parameters by name, with their defaults.
+STORAGE = {"contexts": CONTEXTS, "tags": TAGS, "sqq_bytes": SQQ_BYTES, "tout_buffers": TOUT_BUFFERS}
 
 #: Values per cycle per big LUT for each code width (paper, section 6.2). A big LUT is four
 #: 64-entry sub-LUTs: Q = 8 needs all four for one 256-entry table, Q = 7 a pair per 128-entry
@@ -30,7 +43,7 @@ LANES_PER_LUT = {q: (1 if q == 8 else 2 if q == 7 else 4) for q in Q_BITS}
 
 
 class ParameterError(ValueError):
-    """Impossible generator parameters (W, L) or runtime configuration."""
+    """Impossible generator parameters (W, L, storage) or runtime configuration."""
 
 
 def check_params(W, L):
@@ -48,7 +61,23 @@ def check_loaders(loaders):
     """Raise ParameterError unless ``loaders`` is a loader count the PE can have."""
     if isinstance(loaders, bool) or loaders not in LOADER_CHOICES:
         raise ParameterError(f"loaders must be one of {', '.join(map(str, LOADER_CHOICES))} (TEPL ports, each with a "
-                             f"loader of {TILES_PER_LOADER} tiles and a TOut buffer), got {loaders!r}")
+                             f"loader and by default a TOut buffer), got {loaders!r}")
+
+
+def check_contexts(contexts):
+    if isinstance(contexts, bool) or contexts not in CONTEXT_CHOICES:
+        raise ParameterError(f"contexts must be one of {', '.join(map(str, CONTEXT_CHOICES))} (tile contexts per "
+                             f"loader), got {contexts!r}")
+
+
+def tout_buffer_count(buffers, loaders):
+    """TOut's tile buffers: ``buffers``, checked, or one per loader when it is None."""
+    if buffers is None:
+        return loaders
+    if isinstance(buffers, bool) or buffers not in TOUT_BUFFER_CHOICES:
+        raise ParameterError(f"tout_buffers must be one of {', '.join(map(str, TOUT_BUFFER_CHOICES))} (1 KB tile "
+                             f"buffers of TOut), got {buffers!r}")
+    return buffers
 
 
 def loader_counts(counts):

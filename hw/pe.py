@@ -6,8 +6,9 @@
          pf_req ◄── Prefetcher (sees each request accepted, and demanded)   cfg ◄──► Control     squash ──► everything in flight
 
 There are ``loaders`` TEPL ports (2 to 4; the paper's 2 by default), each with a loader of
-TILES_PER_LOADER tile contexts (a ``Loader`` unit with its share of the loader's tag table and SQQ,
-its mask and scale queues and its window unit), and as many TOut buffers. The ports feed one
+``contexts`` tile contexts (a ``Loader`` unit with its share of the loader's tag table and SQQ,
+its mask and scale queues and its window unit), and ``tout_buffers`` TOut buffers (one per loader
+by default; the storage parameters of ``params``). The ports feed one
 request queue (an entry per port), in acceptance order; its head goes to the first idle tile
 context of any loader, so a tile's lines are fetched while earlier tiles still drain into the
 pipeline (the paper's loader holds one tile, from its metadata to its last beat). The prefetcher
@@ -40,7 +41,8 @@ from .layouts import (LINE_BYTES, MODE_MEMBERS, ScaleFormat, mem_request_layout,
                       prefetch_layout, scale_beat_layout, tepl_request_layout, tepl_response_layout, value_beat_bits,
                       value_beat_layout, vop_layout)
 from .loader import Loader, framed
-from .params import LOADERS, TILES_PER_LOADER, ParameterError, check_loaders, check_params
+from .params import (CONTEXTS, LOADERS, SQQ_BYTES, TAGS, TOUT_BUFFERS, ParameterError, check_contexts, check_loaders,
+                     check_params, tout_buffer_count)
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .registers import registers
@@ -65,33 +67,41 @@ def request_queue_entries(loaders):
     return loaders
 
 
-def check_pe_params(W, L, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
+def check_pe_params(W, L, tags=TAGS, sqq_bytes=SQQ_BYTES, addr_bits=48, id_bits=8, loaders=LOADERS, contexts=CONTEXTS,
+                    tout_buffers=TOUT_BUFFERS):
     check_params(W, L)
     check_loaders(loaders)
-    least_tags = 2 * TILES_PER_LOADER
-    if not isinstance(tags, int) or tags < least_tags or tags > 256 or tags & (tags - 1):
-        raise ParameterError(f"tags must be a power of two in {least_tags}..256 (tag-table entries per loader, "
-                             f"split between its {TILES_PER_LOADER} tiles), got {tags!r}")
-    # Each tile's SQQ holds at least two rows (a row: a line, or a value beat when that is wider).
-    least_sqq = TILES_PER_LOADER * 2 * max(LINE_BYTES, value_beat_bits(W, L) // 8)
-    if not isinstance(sqq_bytes, int) or sqq_bytes < least_sqq or sqq_bytes & (sqq_bytes - 1):
-        raise ParameterError(f"sqq_bytes must be a power of two >= {least_sqq} for W = {W}, L = {L} (SQQ bytes per "
-                             f"loader, split between its {TILES_PER_LOADER} tiles), got {sqq_bytes!r}")
+    check_contexts(contexts)
+    tout_buffer_count(tout_buffers, loaders)
+    # Each context's share is a power of two: its tag table at least two entries, its SQQ at least
+    # four rows (a row: a line, or a value beat when that is wider), two per bank: a one-row bank
+    # would have a zero-width address, which Verilog cannot declare.
+    split = f"split between its {contexts} tile context{'s' * (contexts > 1)}"
+    if not isinstance(tags, int) or tags % contexts or not _power_of_two(tags // contexts, 2) or tags > 256:
+        raise ParameterError(f"tags must be {contexts} x a power of two >= 2, at most 256 (tag-table entries per "
+                             f"loader, {split}), got {tags!r}")
+    row = max(LINE_BYTES, value_beat_bits(W, L) // 8)
+    if not isinstance(sqq_bytes, int) or sqq_bytes % contexts or not _power_of_two(sqq_bytes // contexts, 4 * row):
+        raise ParameterError(f"sqq_bytes must be {contexts} x a power of two >= {4 * row} for W = {W}, L = {L} "
+                             f"(SQQ bytes per loader, {split}), got {sqq_bytes!r}")
     if not isinstance(addr_bits, int) or not 16 <= addr_bits <= 64:
         raise ParameterError(f"addr_bits must be in 16..64, got {addr_bits!r}")
     if not isinstance(id_bits, int) or not 1 <= id_bits <= 16:
         raise ParameterError(f"id_bits must be in 1..16, got {id_bits!r}")
 
 
-def mem_tag_bits(tags, loaders=LOADERS):
+def _power_of_two(n, least):
+    return n >= least and not n & (n - 1)
+
+
+def mem_tag_bits(tags, loaders=LOADERS, contexts=CONTEXTS):
     """Width of a memory tag: the tile context's tag-table entry, and above it the context's number."""
-    contexts = loaders * TILES_PER_LOADER
-    return (tags // TILES_PER_LOADER - 1).bit_length() + (contexts - 1).bit_length()
+    return (tags // contexts - 1).bit_length() + (loaders * contexts - 1).bit_length()
 
 
-def pe_signature(*, tags=32, addr_bits=48, id_bits=8, loaders=LOADERS):
+def pe_signature(*, tags=TAGS, addr_bits=48, id_bits=8, loaders=LOADERS, contexts=CONTEXTS):
     """The PE's ports, which depend on neither W nor L (testbenches derive names and payloads from it)."""
-    tag_bits = mem_tag_bits(tags, loaders)
+    tag_bits = mem_tag_bits(tags, loaders, contexts)
     return wiring.Signature({
         "tepl_req": In(stream.Signature(tepl_request_layout(addr_bits, id_bits))).array(loaders),
         "tepl_resp": Out(stream.Signature(tepl_response_layout(id_bits))),
@@ -103,10 +113,9 @@ def pe_signature(*, tags=32, addr_bits=48, id_bits=8, loaders=LOADERS):
     })
 
 
-def tile_context(W, L, *, tags, sqq_bytes, addr_bits, id_bits):
+def tile_context(W, L, *, tags, sqq_bytes, contexts, addr_bits, id_bits):
     """One tile context of a loader: a ``Loader`` unit with its share of the loader's tag table and SQQ."""
-    return Loader(W, L, tags=tags // TILES_PER_LOADER, sqq_bytes=sqq_bytes // TILES_PER_LOADER,
-                  addr_bits=addr_bits, id_bits=id_bits)
+    return Loader(W, L, tags=tags // contexts, sqq_bytes=sqq_bytes // contexts, addr_bits=addr_bits, id_bits=id_bits)
 
 
 class TileMux(wiring.Component):
@@ -149,12 +158,15 @@ class PE(wiring.Component):
         check_pe_params(W, L, **params)  # before the component exists: nothing unused to warn about
         return super().__new__(cls)
 
-    def __init__(self, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
-        self.W, self.L, self.loaders = W, L, loaders
+    def __init__(self, W, L, *, tags=TAGS, sqq_bytes=SQQ_BYTES, addr_bits=48, id_bits=8, loaders=LOADERS,
+                 contexts=CONTEXTS, tout_buffers=TOUT_BUFFERS):
+        self.W, self.L, self.loaders, self.contexts = W, L, loaders, contexts
         self.tags, self.sqq_bytes, self.addr_bits, self.id_bits = tags, sqq_bytes, addr_bits, id_bits
+        self.tout_buffers = tout_buffer_count(tout_buffers, loaders)
         self.registers = registers(W=W, L=L, tag_bits=(tags - 1).bit_length(), sqq_log2=sqq_bytes.bit_length() - 1,
                                    id_bits=id_bits, loaders=loaders)
-        super().__init__(pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders))
+        super().__init__(pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders,
+                                      contexts=contexts))
 
     def elaborate(self, platform):
         m = Module()
@@ -170,14 +182,15 @@ class PE(wiring.Component):
         m.d.comb += closed.eq(squash | ~ports_open)
         m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
-        # A Loader unit holds one tile: each loader is TILES_PER_LOADER of them, its tile contexts,
+        # A Loader unit holds one tile: each loader is ``contexts`` of them, its tile contexts,
         # taking the port's requests in turn; below, ``loaders`` lists the contexts and ``per_port``
         # groups them by loader.
-        loaders = [tile_context(self.W, self.L, tags=self.tags, sqq_bytes=self.sqq_bytes, addr_bits=self.addr_bits,
-                                id_bits=self.id_bits) for _ in range(self.loaders * TILES_PER_LOADER)]
-        per_port = [loaders[p * TILES_PER_LOADER:(p + 1) * TILES_PER_LOADER] for p in range(self.loaders)]
+        n = self.contexts
+        loaders = [tile_context(self.W, self.L, tags=self.tags, sqq_bytes=self.sqq_bytes, contexts=n,
+                                addr_bits=self.addr_bits, id_bits=self.id_bits) for _ in range(self.loaders * n)]
+        per_port = [loaders[p * n:(p + 1) * n] for p in range(self.loaders)]
         pipeline = Pipeline(self.W, self.L)
-        tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.loaders,
+        tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.tout_buffers,
                     waiting=request_queue_entries(self.loaders) + 1)  # + 1: see ``TOut.room``
         m.submodules.pipeline = in_datapath(ResetInserter(squash)(pipeline))
         m.submodules.tout = in_datapath(ResetInserter(squash)(tout))
@@ -360,7 +373,7 @@ class PE(wiring.Component):
         # the way in: the context it names into one valid bit each, the loader's own tag into its
         # one-hot entry (zero in the other contexts).
         data_reg = Signal.like(self.mem_resp.payload.data, reset_less=True)
-        entries = self.tags // TILES_PER_LOADER
+        entries = self.tags // self.contexts
         index_bits = (entries - 1).bit_length()
         tag = self.mem_resp.payload.tag
         resp_valid = Signal(n)

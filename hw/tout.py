@@ -115,7 +115,8 @@ class TOut(wiring.Component):
     def _buffers(self, m, delivered):
         """The tile ring: ``wb`` is written, ``rb`` read; ``full`` buffers hold a whole tile."""
         n = self.buffers
-        wb, rb = Signal(range(n)), Signal(range(n))
+        # At least a bit each: one buffer would make them zero-width, which Verilog cannot declare.
+        wb, rb = Signal(range(max(2, n))), Signal(range(max(2, n)))
         chunk = Signal(range(TILE_ELEMS // self.W))  # chunks of the tile in ``wb`` written so far
         full = Signal(n)
 

@@ -12,7 +12,7 @@ from .dequantizer import DequantStage
 from .expander import Expander
 from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
 from .lut_array import LUTArray
-from .params import LOADERS, TILES_PER_LOADER
+from .params import CONTEXTS, LOADERS, SQQ_BYTES, TAGS, TOUT_BUFFERS, tout_buffer_count
 from .pe import PE, check_pe_params, request_queue_entries, tile_context
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
@@ -26,13 +26,13 @@ from .tout import TOut
 @dataclass(frozen=True)
 class Unit:
     what: str
-    build: Callable  # (W, L, tags, sqq_bytes, addr_bits, id_bits, loaders) -> the component
+    build: Callable  # (W, L, tags, sqq_bytes, addr_bits, id_bits, loaders, contexts, tout_buffers) -> the component
 
 
-def _sqq(W, L, sqq_bytes, **_):
+def _sqq(W, L, sqq_bytes, contexts, **_):
     beat_bytes = value_beat_bits(W, L) // 8
     row_bytes = max(LINE_BYTES, beat_bytes)
-    return LineQueue(sqq_bytes // TILES_PER_LOADER // row_bytes, row_bytes, beat_bytes)
+    return LineQueue(sqq_bytes // contexts // row_bytes, row_bytes, beat_bytes)
 
 
 UNITS = {
@@ -43,16 +43,16 @@ UNITS = {
     "pipeline": Unit("dequantization, expansion and scaling, shared by the loaders",
                      lambda W, L, **_: Pipeline(W, L)),
     "loader": Unit("one tile context of a loader: request checks, tag table, queues, window unit",
-                   lambda W, L, loaders, **p: tile_context(W, L, **p)),
+                   lambda W, L, loaders, tout_buffers, **p: tile_context(W, L, **p)),
     "sqq": Unit("a tile context's SQQ: a LineQueue of the value stream",
                 _sqq),
     "mask_queue": Unit("the bitmask queue: a one-row LineQueue",
                        lambda W, L, **_: LineQueue(1, LINE_BYTES, MASK_BYTES)),
     "tag_table": Unit("a tile context's tag table",
-                      lambda W, L, tags, **_: TagTable(tags // TILES_PER_LOADER)),
+                      lambda W, L, tags, contexts, **_: TagTable(tags // contexts)),
     "prefetcher": Unit("the stream prefetcher",
-                       lambda W, L, addr_bits, id_bits, loaders, **_:
-                       Prefetcher(addr_bits, id_bits, loaders * TILES_PER_LOADER)),
+                       lambda W, L, addr_bits, id_bits, loaders, contexts, **_:
+                       Prefetcher(addr_bits, id_bits, loaders * contexts)),
     "window_unit": Unit("popcount and prefix sums",
                         lambda W, L, **_: WindowUnit(W)),
     "dequant_stage": Unit("the dequantization stage: code unpacker, LUT array and the SD register",
@@ -66,15 +66,18 @@ UNITS = {
     "scaling_stage": Unit("the scaling stage: max(1, W/16) scale decoders and W BF16 scalers",
                           lambda W, L, **_: ScalingStage(W)),
     "tout": Unit("the TOut buffers and the completion port",
-                 lambda W, L, id_bits, loaders, **_: TOut(W, id_bits, loaders * TILES_PER_LOADER, buffers=loaders,
-                                                                    waiting=request_queue_entries(loaders) + 1)),
+                 lambda W, L, id_bits, loaders, contexts, tout_buffers, **_:
+                 TOut(W, id_bits, loaders * contexts, buffers=tout_buffer_count(tout_buffers, loaders),
+                      waiting=request_queue_entries(loaders) + 1)),
 }
 
 
-def build_unit(name, W, L, *, tags=32, sqq_bytes=2048, addr_bits=48, id_bits=8, loaders=LOADERS):
+def build_unit(name, W, L, *, tags=TAGS, sqq_bytes=SQQ_BYTES, addr_bits=48, id_bits=8, loaders=LOADERS,
+               contexts=CONTEXTS, tout_buffers=TOUT_BUFFERS):
     """The component of unit ``name`` for the design (W, L, ...), whose parameters are checked first."""
     if name not in UNITS:
         raise ValueError(f"unknown design {name!r}; choose from {', '.join(UNITS)}")
-    params = dict(tags=tags, sqq_bytes=sqq_bytes, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders)
+    params = dict(tags=tags, sqq_bytes=sqq_bytes, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders,
+                  contexts=contexts, tout_buffers=tout_buffers)
     check_pe_params(W, L, **params)
     return UNITS[name].build(W, L, **params)

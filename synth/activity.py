@@ -210,8 +210,8 @@ class Workload:
         return f"{self.name}-{self.mode}-{self.tiles}t-s{self.seed}"
 
 
-def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS):
-    """The toggles of the PE (W, L, ``loaders``) of the Verilog file ``verilog`` running ``workload``
+def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS, storage=None):
+    """The toggles of the PE (W, L, ``loaders``, ``storage``) of the Verilog file ``verilog`` running ``workload``
     on Verilator: cached in ``cache_dir`` by the Verilog and the workload (the counts, not the VCD, which can be
     gigabytes and is deleted once counted)."""
     verilog, cache_dir = Path(verilog), Path(cache_dir)
@@ -222,7 +222,7 @@ def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS):
     from deca.sim.measure.trace import record_trace
 
     vcd, record = record_trace(verilog, top, W, L, workload.name, workload.mode, workload.tiles, workload.seed,
-                               cache_dir / "records", loaders)
+                               cache_dir / "records", loaders, storage)
     toggles = count_toggles(vcd)
     toggles.source = f"Verilator, {top}"
     toggles.workload = (f"{workload.name} {workload.mode}, {workload.tiles} tiles, seed {workload.seed}: "

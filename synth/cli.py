@@ -8,10 +8,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from deca.args import number_list
+from deca.args import add_storage_arguments, number_list, storage
 from deca.errors import UsageError
 from deca.golden import SCHEMES
-from deca.hw.params import LOADER_CHOICES, LOADERS, check_params, loader_counts
+from deca.hw.params import LOADER_CHOICES, LOADERS, STORAGE, check_params, loader_counts
 from deca.sim.bench import cores
 from deca.sim.measure.point import parse_workload
 from deca.sim.model import paper
@@ -96,6 +96,7 @@ def add_synth_parser(sub):
     s.add_argument("--platform", default="spr-hbm",
                    help="platform preset of the Roof-Surface prediction (default spr-hbm)")
     s.add_argument("--n", type=int, default=16, help="batch size N of the prediction (default 16)")
+    add_storage_arguments(s)
     s.set_defaults(func=cmd_synth)
 
 
@@ -276,9 +277,12 @@ def cmd_synth(args):
         Ws, Ls, loaders = args.W or [paper.DSE_BEST[0]], args.L or [paper.DSE_BEST[1]], loader_counts(args.loaders)
         if len(Ws) != 1 or len(Ls) != 1 or len(loaders) != 1:
             raise UsageError("give one --W, one --L and one --loaders, or --sweep for several")
-        check_params(Ws[0], Ls[0])
+        from deca.hw.pe import check_pe_params
+
+        check_pe_params(Ws[0], Ls[0], loaders=loaders[0], **storage(args))
+        other = {name: value for name, value in storage(args).items() if value != STORAGE[name]}
         result = synthesize(Ws[0], Ls[0], design, args.work_dir, args.fpga, cache, tech, activity, loaders[0],
-                            args.signoff)
+                            args.signoff, other)
         print(format_result(result))
         if result.tech != "generic":
             print(f"wrote {_markdown(result, args.out)}")
@@ -286,6 +290,9 @@ def cmd_synth(args):
 
     if args.vcd:
         raise UsageError("--vcd is the trace of one design; a sweep takes --activity WORKLOAD")
+    if storage(args) != {**STORAGE}:
+        raise UsageError("the storage options (--contexts, --tags, --sqq-bytes, --tout-buffers) size one design; "
+                         "a sweep synthesizes the defaults")
     results, failed = _sweep(args, design, cache, tech, activity)
     if not results:
         raise ToolError(f"every design failed to synthesize; see the logs under {args.work_dir}")

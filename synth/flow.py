@@ -232,9 +232,10 @@ def synthesize_file(path, top, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=
 
 
 def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_dir=None, tech=None, activity=None,
-               loaders=LOADERS, signoff=False):
-    """Generate the Verilog of ``design`` (default: ``DEFAULT_DESIGN``) for (W, L) and ``loaders``
-    loaders into ``work_dir/<top>/`` and synthesize it (the top module's name, and so the cache
+               loaders=LOADERS, signoff=False, storage=None):
+    """Generate the Verilog of ``design`` (default: ``DEFAULT_DESIGN``) for (W, L), ``loaders``
+    loaders and ``storage`` (the PE's storage parameters other than the defaults, ``deca.hw.params``)
+    into ``work_dir/<top>/`` and synthesize it (the top module's name, and so the cache
     file's, carries a loader count other than the paper's). ``activity``: power from a simulation's
     switching activity, a ``deca.synth.activity.Workload`` (or a tuple of them) run on the PE or a VCD
     file's path;
@@ -255,7 +256,8 @@ def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_d
         raise ValueError(f"a workload runs on the whole PE, not on --design {design} (give its trace with --vcd)")
     toggles = [count_toggles(activity)] if activity is not None and not workloads else []
     # A block alone gets a register on every port, so that its paths are timed as inside the PE.
-    path = generate(W, L, work, design=design, loaders=loaders, registered_ports=design != "pe")
-    toggles += [workload_toggles(path, top, W, L, w, Path(work_dir) / "activity", loaders) for w in workloads]
+    path = generate(W, L, work, design=design, loaders=loaders, registered_ports=design != "pe", **(storage or {}))
+    toggles += [workload_toggles(path, top, W, L, w, Path(work_dir) / "activity", loaders, storage)
+                for w in workloads]
     return synthesize_file(path, top, work, fpga=fpga, cache_dir=cache_dir, design=design, W=W, L=L, tech=tech,
                            toggles=toggles, loaders=loaders, signoff=signoff)

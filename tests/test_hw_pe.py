@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 
 from deca.golden import compress
 from deca.hw import pe
-from deca.hw.params import TILES_PER_LOADER, ParameterError
+from deca.hw.params import STORAGE, ParameterError
 from deca.hw.pe import PE, ROW_LATENCY, request_queue_entries
 from deca.golden.format import TILE_ELEMS, TILE_ROWS
 from deca.hw.tout import TOut
@@ -30,9 +30,11 @@ CASES = [
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4", "ternary"]}),
     ("bad_config", 8, 4, {}),
     ("squash_recovery", 32, 8, TWO),
+    # The least storage: one tile context per loader, the least tags and SQQ, one TOut buffer.
+    ("reset_state", 8, 4, {"contexts": 1, "tags": 2, "sqq_bytes": 256, "tout_buffers": 1}),
 ]
-#: The W32L8 squashes of FEW, every scheme, the W8L4 squashes with two loaders, and the designs with more loaders (more requests
-#: in flight, the line arbiter and the order FIFOs over 3 and 4), a simulator each, under -m slow.
+#: The W32L8 squashes of FEW, every scheme, the W8L4 squashes with two loaders, the designs with more loaders (more requests
+#: in flight, the line arbiter and the order FIFOs over 3 and 4) and the least storage, a simulator each, under -m slow.
 SLOW_CASES = [
     ("squash_recovery", 32, 8, FEW),
     ("workloads_bit_exact", 8, 4, ALL),
@@ -44,19 +46,21 @@ SLOW_CASES = [
     ("workloads_bit_exact", 8, 4, {**FEW, "loaders": 4}),
     ("malformed_metadata", 8, 4, {"malformed_schemes": ["nvfp4"], "loaders": 3}),
     ("squash_recovery", 8, 4, {**FEW, "loaders": 3}),
+    ("workloads_bit_exact", 8, 4, {**TWO, "contexts": 1, "tags": 2, "sqq_bytes": 256, "tout_buffers": 1}),
+    ("squash_recovery", 8, 4, {**TWO, "contexts": 1, "tags": 2, "sqq_bytes": 256, "tout_buffers": 1}),
 ]
 
 
-@pytest.mark.parametrize("W", [8, 64])
-def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, seed):
-    """Three tiles into TOut's two buffers while the core takes nothing: the third tile's first chunk
+@pytest.mark.parametrize("W,buffers", [(8, 2), (64, 2), (8, 1)])
+def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, buffers, seed):
+    """One tile more than TOut has buffers while the core takes nothing: the last tile's first chunk
     waits (ready low) until the first tile's last row is taken; every row comes back, in request
     order, with the data written."""
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
-    ids, per_tile = [10, 11, 12], TILE_ELEMS // W
+    ids, per_tile = list(range(10, 11 + buffers)), TILE_ELEMS // W
     tiles = rng.integers(0, 1 << 16, (len(ids), TILE_ELEMS), dtype=np.uint16)
-    dut = TOut(W, 8, loaders=1, buffers=2)
+    dut = TOut(W, 8, loaders=1, buffers=buffers)
     stalled, beats = [], []
 
     async def core(ctx):
@@ -65,8 +69,8 @@ def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, seed):
             ctx.set(dut.accept_id, tile)
             await ctx.tick()
         ctx.set(dut.accept, 0)
-        await ctx.tick().repeat(2 * per_tile + 20)  # both buffers filled, the third tile waiting
-        assert stalled and min(stalled) == 2 * per_tile, stalled
+        await ctx.tick().repeat(buffers * per_tile + 20)  # every buffer filled, the last tile waiting
+        assert stalled and min(stalled) == buffers * per_tile, stalled
         ctx.set(dut.resp.ready, 1)
         for _ in range(100 * len(ids)):
             if ctx.get(dut.resp.valid):  # taken at this clock edge
@@ -95,7 +99,7 @@ def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, seed):
     sim.add_testbench(core)
     sim.add_testbench(pipeline)
     sim.run()
-    assert set(stalled) == {2 * per_tile}, "only the third tile's first chunk waits"
+    assert set(stalled) == {buffers * per_tile}, "only the last tile's first chunk waits"
     assert len(beats) == 16 * len(ids)
     rows = tiles.reshape(len(ids), TILE_ROWS, -1)
     for k, (tile_id, row, error, data) in enumerate(beats):
@@ -109,24 +113,25 @@ class ReusedPE:
     once per design in each test process (``ReusedSimulator``)."""
     made = {}
 
-    def __init__(self, W, L, loaders):
-        self.dut = PE(W, L, loaders=loaders)
+    def __init__(self, W, L, loaders, storage):
+        self.dut = PE(W, L, loaders=loaders, **dict(storage))
         top = Module()
         top.domains.sync = self.domain = ClockDomain()
         top.submodules.pe = self.dut
         self.sim = ReusedSimulator(top)
 
     @classmethod
-    def get(cls, W, L, loaders=pe.LOADERS):
-        key = (W, L, loaders, pe.Pipeline)  # a test may substitute the Pipeline class
+    def get(cls, W, L, loaders=pe.LOADERS, **storage):
+        """``storage``: other values of the PE's storage parameters (``deca.hw.params``)."""
+        key = (W, L, loaders, tuple(sorted(storage.items())), pe.Pipeline)  # a test may substitute the Pipeline class
         if key not in cls.made:
-            cls.made[key] = cls(W, L, loaders)
+            cls.made[key] = cls(W, L, loaders, key[3])
         return cls.made[key]
 
 
 def simulate(W, L, procedure, seed, process=None, **params):
     """Run ``procedure`` on a PE; ``process(dut)``: a simulator process to run alongside."""
-    reused = ReusedPE.get(W, L, **{k: params[k] for k in ("loaders",) if k in params})
+    reused = ReusedPE.get(W, L, **{k: params[k] for k in ("loaders", *STORAGE) if k in params})
     dut, messages = reused.dut, []
 
     async def bench(ctx):
@@ -139,6 +144,7 @@ def simulate(W, L, procedure, seed, process=None, **params):
 
 @pytest.mark.parametrize("procedure,W,L,params", [*CASES, *(pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_CASES)],
                          ids=[f"{p}-W{W}L{L}" + (f"-ld{q['loaders']}" if "loaders" in q else "")
+                              + "".join(f"-{k}{q[k]}" for k in STORAGE if k in q)
                               + ("-all" if q is ALL else "") + ("-few" if q is FEW and W == 32 else "")
                               for p, W, L, q in CASES + SLOW_CASES])
 def test_pe_regression(procedure, W, L, params, seed):
@@ -150,11 +156,16 @@ def test_pe_regression(procedure, W, L, params, seed):
 
 
 @pytest.mark.parametrize("params,message", [
-    ({"tags": 24}, "tags must be a power of two"),
-    ({"tags": 2}, "tags must be a power of two in 4..256 .*split between its 2 tiles"),
-    ({"sqq_bytes": 100}, "sqq_bytes must be a power of two"),
-    # Two rows of 128-byte value beats for each of a loader's two tiles.
-    ({"W": 64, "L": 64, "sqq_bytes": 256}, "sqq_bytes must be a power of two >= 512 for W = 64, L = 64"),
+    ({"tags": 24, "contexts": 2}, r"tags must be 2 x a power of two >= 2, at most 256"),
+    ({"tags": 2, "contexts": 2}, r"tags must be 2 x a power of two .*split between its 2 tile contexts"),
+    ({"tags": 512, "contexts": 1}, r"tags must be 1 x a power of two >= 2, at most 256"),
+    ({"sqq_bytes": 100, "contexts": 1}, "sqq_bytes must be 1 x a power of two"),
+    # Four rows of 128-byte value beats for each of a loader's tile contexts.
+    ({"W": 64, "L": 64, "sqq_bytes": 512, "contexts": 2}, r"sqq_bytes must be 2 x a power of two >= 512 for W = 64, L = 64"),
+    ({"sqq_bytes": 256, "contexts": 2}, r"sqq_bytes must be 2 x a power of two >= 256 for W = 8, L = 4"),
+    ({"contexts": 0}, "contexts must be one of 1, 2, 3, 4"),
+    ({"contexts": True}, "contexts must be one of 1, 2, 3, 4"),
+    ({"tout_buffers": 5}, "tout_buffers must be one of 1, 2, 3, 4"),
     ({"addr_bits": 80}, "addr_bits must be in 16..64"),
     ({"id_bits": 0}, "id_bits must be in 1..16"),
     ({"W": 24}, "W must be one of"),
@@ -246,11 +257,11 @@ def test_ports_take_tepls_into_the_request_queue_while_the_contexts_wait(loaders
             await bus.tick()
 
     reused.sim.run(bench)
-    held = loaders * TILES_PER_LOADER + request_queue_entries(loaders)
+    held = loaders * dut.contexts + request_queue_entries(loaders)
     assert len(taken) == held, taken
     # The queued tiles' lines, demanded by no context, are prefetched: the lines of the tiles up to
     # PREFETCH.DEGREE past the last one taken.
-    queued = batch.requests[loaders * TILES_PER_LOADER:held]
+    queued = batch.requests[loaders * dut.contexts:held]
     queued_lines = {line * 64 for r in queued for s in ("val", "mask")
                     for line in range(r.meta[f"{s}_addr"] // 64, (r.meta[f"{s}_addr"] + r.meta[f"{s}_len"] - 1) // 64 + 1)}
     assert queued_lines - demanded <= set(prefetched), sorted(queued_lines - demanded - set(prefetched))
@@ -268,7 +279,7 @@ def test_a_reset_empties_the_pe_and_closes_its_ports_for_a_cycle_after(rst_cycle
     dut, domain, ports = reused.dut, reused.domain, PePorts()
     cm = compress(rng.standard_normal((16, 32 * 20)).astype(np.float32), "bf8", density=0.05)
     batch = tile_batch(cm, "bf8@0.05", DEFAULT_BASE)
-    held = dut.loaders * TILES_PER_LOADER + request_queue_entries(dut.loaders)
+    held = dut.loaders * dut.contexts + request_queue_entries(dut.loaders)
     counts, closed = [], []
 
     async def bench(ctx):

@@ -1,7 +1,7 @@
 """The PE regression, written once against the ``Bus`` of ``deca.sim.bench.bus``: ``deca.sim.bench.pe_tb`` runs
 it under cocotb (Icarus, Verilator), tests/test_hw_pe.py on the Amaranth simulator.
 
-Parameters (``DEFAULTS``): the design (W, L, tags, addr_bits, id_bits, loaders), the seed, the workloads
+Parameters (``DEFAULTS``): the design (W, L, its storage, addr_bits, id_bits, loaders), the seed, the workloads
 (``deca.sim.bench.stimulus.workloads`` arguments), and how rough the core and the memory are
 (``CoreModel`` and ``MemoryModel`` keyword arguments). Every run of the Harness is followed by a
 read of the performance counters, checked against what the models observed.
@@ -14,6 +14,7 @@ import numpy as np
 from deca.golden import compress
 from deca.golden.format import TILE_ELEMS
 from deca.hw.layouts import ErrorReason
+from deca.hw.params import CONTEXTS, SQQ_BYTES, TAGS, TOUT_BUFFERS
 from deca.hw.registers import field_of
 from deca.sim.model.bubbles import tile_cycles
 
@@ -27,7 +28,8 @@ from .scoreboard import Scoreboard
 from .stimulus import DEFAULT_BASE, malformed_requests, tile_batch, workloads
 
 DEFAULTS = {
-    "W": 8, "L": 4, "tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8, "loaders": 2, "seed": 0,
+    "W": 8, "L": 4, "tags": TAGS, "sqq_bytes": SQQ_BYTES, "addr_bits": 48, "id_bits": 8, "loaders": 2,
+    "contexts": CONTEXTS, "tout_buffers": TOUT_BUFFERS, "seed": 0,
     "schemes": None, "densities": [1, 0.5, 0.2, 0.05, 0], "shape": [32, 64], "codebook_sizes": [5, 100, 200],
     "extra_densities": {"bf16": [0.97]},
     "aligns": [1, 64, 2, 16],  # memory_image alignment, one workload after another
@@ -48,7 +50,8 @@ class Bench:
     def __init__(self, bus, params, log, harness=Harness):
         self.bus, self.p, self.log, self.harness = bus, {**DEFAULTS, **params}, log, harness
         self.W, self.L = self.p["W"], self.p["L"]
-        self.ports = PePorts(self.p["addr_bits"], self.p["id_bits"], self.p["tags"], self.p["loaders"])
+        self.ports = PePorts(self.p["addr_bits"], self.p["id_bits"], self.p["tags"], self.p["loaders"],
+                             self.p["contexts"])
         self.rng = np.random.default_rng(self.p["seed"])
         log("PE W=%d L=%d, seed %d (parameters %s)", self.W, self.L, self.p["seed"], self.p)
 

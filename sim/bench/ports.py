@@ -6,7 +6,7 @@ from enum import Enum
 from amaranth.lib import wiring
 
 from deca.hw.generate import signal_ports
-from deca.hw.pe import LOADERS, mem_tag_bits, pe_signature
+from deca.hw.pe import CONTEXTS, LOADERS, TAGS, mem_tag_bits, pe_signature
 
 
 class Packer:
@@ -38,17 +38,17 @@ class Packer:
 
 
 class PePorts:
-    """The ports of a PE with these address, id and tag widths and this many loaders.
+    """The ports of a PE with these address, id and tag widths and this many loaders and tile contexts.
 
     ``inputs`` and ``outputs``: port names (clock and reset excluded); ``widths``: bits of each
     port; ``tepl_req``, ``tepl_resp``, ``mem_req``, ``mem_resp``, ``pf_req``: payload Packers;
     ``tepl_req_ports``: {"valid", "ready", "payload"} names of each loader's request port.
     """
 
-    def __init__(self, addr_bits=48, id_bits=8, tags=32, loaders=LOADERS):
+    def __init__(self, addr_bits=48, id_bits=8, tags=TAGS, loaders=LOADERS, contexts=CONTEXTS):
         self.addr_bits, self.id_bits, self.tags, self.loaders = addr_bits, id_bits, tags, loaders
-        self.tag_bits = mem_tag_bits(tags, loaders)
-        signature = pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders)
+        self.tag_bits = mem_tag_bits(tags, loaders, contexts)
+        signature = pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders, contexts=contexts)
         ports = [(name, member.flow, member.shape, len(value))
                  for name, member, value in signal_ports(signature, signature.create())]
         self.inputs = tuple(name for name, flow, _, _ in ports if flow == wiring.In)

@@ -23,20 +23,22 @@ import tempfile
 import time
 import zlib
 from collections import defaultdict
+from functools import partial
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from deca.errors import UsageError
 from deca.hw.generate import generate_cached, top_name
-from deca.hw.params import LOADERS, ParameterError, check_params
+from deca.hw.params import LOADERS, STORAGE, ParameterError, check_params
 from deca.sim.bench.ports import PePorts
 from deca.sim.bench.runner import BUILD_ROOT, run
 from deca.toolchain import SIMULATORS
 
 from .records import COLUMNS, read_records, write_record
 
-#: The PE parameters other than W and L (the generator's defaults).
-DESIGN = {"tags": 32, "sqq_bytes": 2048, "addr_bits": 48, "id_bits": 8}
+#: The PE parameters other than W and L (the generator's defaults). A campaign's settings may hold
+#: ``storage``: other values of the storage parameters, for all its points (``deca run --contexts ...``).
+DESIGN = {**STORAGE, "addr_bits": 48, "id_bits": 8}
 VERILOG_CACHE = BUILD_ROOT.parent / "verilog"
 #: How points are run: "fast", the C++ harness around the Verilated PE (``deca.sim.bench.engine``),
 #: or "python", the cocotb testbench (``deca.sim.measure.tb``); they give the same records.
@@ -78,8 +80,9 @@ def designs(Ws, Ls, loaders=(LOADERS,)):
     return valid, skipped
 
 
-def _generate(W, L, loaders, cache=None):
-    return str(generate_cached(W, L, Path(cache) / "verilog" if cache else VERILOG_CACHE, **DESIGN, loaders=loaders))
+def _generate(W, L, loaders, cache=None, storage=None):
+    return str(generate_cached(W, L, Path(cache) / "verilog" if cache else VERILOG_CACHE,
+                               **{**DESIGN, **(storage or {})}, loaders=loaders))
 
 
 def default_engine(sim):
@@ -98,7 +101,8 @@ def _measure(sim, verilog, W, L, points, params, run_name, engine="python", buil
     """Worker: run ``points`` of the (W, L) design in one simulator run; their loader count is the design's.
     ``cache``: a folder for the builds instead of build/."""
     (loaders,) = {p.loaders for p in points}
-    params = {**params, **DESIGN, "W": W, "L": L, "loaders": loaders, "points": [p.as_dict() for p in points]}
+    params = {**params, **DESIGN, **params.get("storage", {}), "W": W, "L": L, "loaders": loaders,
+              "points": [p.as_dict() for p in points]}
     top = top_name("pe", W, L, params["loaders"])
     if engine == "python":
         run(sim, [verilog], top, "deca.sim.measure.tb", Path(params["out"]), params=params, run_name=run_name,
@@ -108,7 +112,7 @@ def _measure(sim, verilog, W, L, points, params, run_name, engine="python", buil
 
     from .point import measure_points
 
-    ports = PePorts(DESIGN["addr_bits"], DESIGN["id_bits"], DESIGN["tags"], params["loaders"])
+    ports = PePorts(params["addr_bits"], params["id_bits"], params["tags"], params["loaders"], params["contexts"])
     engine_root = {"build_root": Path(cache) / "engine"} if cache else {}
     bus = VerilatorBus(build(verilog, top, ports, jobs=build_jobs, **engine_root))
     try:
@@ -122,8 +126,8 @@ def _measure_task(sim, points, params, engine, cache):
     generated and built on this worker."""
     (W, L, loaders), = {p.design for p in points}
     with tempfile.TemporaryDirectory(prefix="deca-points-") as out:
-        _measure(sim, _generate(W, L, loaders, cache), W, L, points, {**params, "out": out}, "measure", engine, 1,
-                 cache)
+        _measure(sim, _generate(W, L, loaders, cache, params.get("storage")), W, L, points, {**params, "out": out},
+                 "measure", engine, 1, cache)
         records = read_records(out)
     return [records[p.key] for p in points]
 
@@ -203,7 +207,8 @@ class Campaign:
             try:
                 log(f"generating Verilog of {len(by_design)} design{'s' * (len(by_design) > 1)} "
                     f"(cached in {VERILOG_CACHE})")
-                verilog = dict(zip(by_design, pool.map(_generate, *zip(*by_design))))
+                generate = partial(_generate, storage=self.settings.get("storage"))
+                verilog = dict(zip(by_design, pool.map(generate, *zip(*by_design))))
                 # A design's points in as many runs as it takes to keep every job busy.
                 tag = f"{zlib.crc32(str(self.out.resolve()).encode()):08x}"
                 futures = {}

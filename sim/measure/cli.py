@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from deca.args import number_list
+from deca.args import add_storage_arguments, number_list, storage
 from deca.errors import UsageError
 from deca.golden import SCHEMES, load
 from deca.hw.params import LOADER_CHOICES, LOADERS, loader_counts
@@ -78,6 +78,7 @@ def _add_system(p, modes, sweep=False):
     c.add_argument("--baseline", metavar="JSON|none",
                    help="software engine measured by 'deca baseline' that the report compares with "
                         "(default: out/baseline/platform.json when it exists)")
+    add_storage_arguments(p)
 
 
 def _loader_counts(args):
@@ -113,6 +114,19 @@ def _campaign(args, tiles, replace, **extra):
         raise UsageError("--cache is where the workers of a --cluster share builds; give --cluster too")
     settings = {"system": sys_.as_dict(), "tiles": tiles, "seed": args.seed, "sim": args.sim, "code": code_digest(),
                 **extra}
+    # Storage other than the defaults, checked on every design before anything is built.
+    from deca.hw.params import STORAGE
+    from deca.hw.pe import check_pe_params
+
+    from .campaign import designs
+
+    chosen = storage(args)
+    listed = [v if isinstance(v, list) else [v] for v in (args.W, args.L)]
+    for W, L, loaders in designs(*listed, _loader_counts(args))[0]:
+        check_pe_params(W, L, loaders=loaders, **chosen)
+    other = {name: value for name, value in chosen.items() if value != STORAGE[name]}
+    if other:
+        settings["storage"] = other
     return Campaign(args.out, settings, replace=replace)
 
 

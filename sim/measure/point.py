@@ -33,7 +33,7 @@ from deca.sim.model.roof import predict
 from .records import COLUMNS, write_record
 
 #: The PE parameters a campaign's testbench parameters name besides W and L.
-DESIGN_PARAMS = ("tags", "sqq_bytes", "addr_bits", "id_bits", "loaders")
+DESIGN_PARAMS = ("tags", "sqq_bytes", "contexts", "tout_buffers", "addr_bits", "id_bits", "loaders")
 
 @dataclass(frozen=True)
 class Point:

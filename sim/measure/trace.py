@@ -13,17 +13,18 @@ from .point import Point
 from .records import read_records
 
 
-def record_trace(verilog, top, W, L, workload, mode, tiles, seed, out, loaders=LOADERS):
+def record_trace(verilog, top, W, L, workload, mode, tiles, seed, out, loaders=LOADERS, storage=None):
     """Run ``workload`` ("scheme@density") in ``mode`` for ``tiles`` tiles on the PE of the Verilog
     file ``verilog`` (module ``top``) on Verilator with waves; (the VCD's path, the point's record).
-    The run happens in the waves build's folder ``<run>``; ``out`` gets the record."""
+    The run happens in the waves build's folder ``<run>``; ``out`` gets the record. ``storage``: the
+    PE's storage parameters other than the defaults."""
     if verilator_fst():
         # The runner then makes Verilator write FST, which deca.synth.activity does not read.
         raise ValueError("Verilator writes FST traces here (the lz4 headers are installed) and the toggle count "
                          "reads VCD; convert a trace with fst2vcd and give it with --vcd")
     point = Point(W, L, workload, mode, loaders)
     out = Path(out).resolve()  # the simulator runs in its own folder
-    params = {**DESIGN, "W": W, "L": L, "loaders": loaders, "system": system().as_dict(), "tiles": tiles,
+    params = {**DESIGN, **(storage or {}), "W": W, "L": L, "loaders": loaders, "system": system().as_dict(), "tiles": tiles,
               "seed": seed, "out": str(out), "points": [point.as_dict()]}
     results = run("verilator", [verilog], top, "deca.sim.measure.tb", out, params=params,
                   run_name=f"trace-{point.key}-{tiles}-s{seed}", waves=True, seed=seed)
