@@ -41,6 +41,7 @@ KINDS = {
     "verify": (("verify-*.json",), "deca verify --W 32 --L 8 --tiles 20000 --seed 1 --out out/verify"),
     "cluster": (("cluster.json",), "python benchmarks/bench_cluster.py --json out/cluster/cluster.json"),
     "speed": (("speed.json",), "python benchmarks/bench_marginal.py --json out/speed/speed.json"),
+    "storage": (("storage.json",), "python benchmarks/bench_storage.py --json out/storage/storage.json"),
 }
 
 
@@ -91,7 +92,7 @@ def _tool_command(folder, kind):
     """The command a tool wrote into its own records, when it does."""
     if kind == "baseline":
         return json.loads((folder / "platform.json").read_text()).get("command")
-    if kind in ("golden", "cluster", "speed"):
+    if kind in ("golden", "cluster", "speed", "storage"):
         return json.loads((folder / f"{kind}.json").read_text()).get("command")
     if kind == "verify":
         return "; ".join(json.loads(p.read_text())["command"] for p in sorted(folder.glob("verify-*.json")))
@@ -517,6 +518,32 @@ def table_speed(records):
                                  "marginal": ("cycles per CPU s: marginal (the loop: its own)", "{}")}), "speed"
 
 
+STORAGE_KNOBS = {"contexts": "tile contexts per loader", "tags": "tags per loader", "sqq_bytes": "SQQ bytes per loader",
+                 "tout_buffers": "TOut buffers"}
+
+
+def table_storage(records):
+    """``benchmarks/bench_storage.py``: per candidate size of the PE's storage, its bits and flip-flops
+    and the cycles per tile of every ``deca run`` workload (TEPL), against the reference sizes."""
+    r = records.json("storage", "storage.json")
+    workloads = [k.removesuffix("-tepl") for k in r["rows"][0]["cycles"] if k.endswith("-tepl")]
+    rows = []
+    for row in r["rows"]:
+        change = ", ".join(f"{STORAGE_KNOBS[k]} {v}" for k, v in row["change"].items())
+        flops = row["flip_flops"]
+        rows.append({"change": (change or "reference: " + ", ".join(f"{STORAGE_KNOBS[k]} {v}"
+                                                                    for k, v in r["reference"].items()))
+                     + (" (**the defaults**)" if row["defaults"] else ""),
+                     "kbit": f"{row['bits'] / 1024:.1f}", "ff": f"{flops['contexts'] + flops['tout']:,}",
+                     **{w: f"{row['cycles'][w + '-tepl']:.1f}" for w in workloads},
+                     "slowest": f"{100 * row['slowest']:+.1f}%", "passes": "yes" if row["passes"] else "no"})
+    columns = {"change": ("sizes (the reference's but)", "{}"), "kbit": ("Kbit held", "{}"),
+               "ff": ("flip-flops: contexts + TOut", "{}"),
+               **{w: (f"{w}", "{}") for w in workloads},
+               "slowest": ("slowest point vs reference", "{}"), "passes": ("keeps the targets", "{}")}
+    return markdown_table(rows, columns), "storage"
+
+
 def _llm_table(key):
     """Table KEY of the recorded reproduction of the paper's section 8.4 (``deca model llm --paper``)."""
     def table(records):
@@ -544,6 +571,7 @@ TABLES = {
     "verify": (table_verify, "verify"),
     "verify-mutants": (table_verify_mutants, "verify"), "cluster": (table_cluster, "cluster"),
     "cluster-synth": (table_cluster_synth, "cluster"), "speed": (table_speed, "speed"),
+    "storage": (table_storage, "storage"),
     **{f"llm-{key}": (_llm_table(key), "llm") for key in ("table1", "table6", "speedups", "table7", "fig17", "verdicts")},
 }
 

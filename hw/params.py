@@ -13,18 +13,21 @@ W_CHOICES = (8, 16, 32, 64)
 LOADERS = 2
 LOADER_CHOICES = (2, 3, 4)
 #: The PE's storage, each a generator parameter (``deca generate``, ``deca run``, ``deca synth``:
-#: ``--contexts``, ``--tags``, ``--sqq-bytes``, ``--tout-buffers``).
+#: ``--contexts``, ``--tags``, ``--sqq-bytes``, ``--tout-buffers``) whose default is the smallest size
+#: that keeps the throughput of W = 32, L = 8: BF8 at 5% density at 17.6 cycles per tile and every
+#: ``deca run`` point within 2% (``benchmarks/bench_storage.py``, recorded in docs/synthesis.md,
+#: "Storage sized by measurement").
 #:
 #: Tile contexts per loader, each with a tag table, SQQ, mask and scale queues and a window unit
 #: (the loader's ``tags`` and ``sqq_bytes`` split evenly): one drains into the pipeline while the
-#: next one's lines are fetched. The paper's loader holds one.
+#: next one's lines are fetched. The paper's loader holds one (27.2 cycles per tile at 5%).
 CONTEXTS = 2
 CONTEXT_CHOICES = (1, 2, 3, 4)
-#: Tag-table entries per loader: line reads it may have outstanding.
-TAGS = 32
-#: SQQ bytes per loader.
-SQQ_BYTES = 2048
-#: TOut tile buffers (1 KB each); None: one per loader.
+#: Tag-table entries per loader: line reads it may have outstanding (8 per context; 4 lose 2.4%).
+TAGS = 16
+#: SQQ bytes per loader: 256 per context, four lines, the least a context's two banks can have.
+SQQ_BYTES = 512
+#: TOut tile buffers (1 KB each); None: one per loader (one for two loaders: 18.0 cycles per tile at 5%).
 TOUT_BUFFERS = None
 TOUT_BUFFER_CHOICES = (1, 2, 3, 4)
 #: The storage parameters by name, with their defaults.

@@ -55,10 +55,10 @@ def test_pe_ports_are_stable_and_documented(generated):
     assert groups == {"tepl", "mem", "pf", "cfg"}
     table = path.with_suffix(".ports.md").read_text()
     assert {row.split("|")[1].strip() for row in table.splitlines()[4:]} == expected
-    # 48-bit addresses, 16-bit lengths, 8-bit ids; 1 + log2(32) tag bits.
+    # 48-bit addresses, 16-bit lengths, 8-bit ids; tag bits: log2(16 / 2) for the context's entry, log2(2 x 2) for the context.
     assert ("| tepl_req__0__payload | input | 200 | val_addr [47:0], val_len [63:48], mask_addr [111:64], "
             "mask_len [127:112], scale_addr [175:128], scale_len [191:176], id [199:192] |") in table
-    assert "| mem_req__payload | output | 54 | addr [47:0], tag [53:48] |" in table
+    assert "| mem_req__payload | output | 53 | addr [47:0], tag [52:48] |" in table
     assert ("| tepl_resp__payload | output | 530 | data [511:0], id [519:512], row [523:520], last [524:524], "
             "error [525:525], reason [529:526] |") in table
 
@@ -68,7 +68,7 @@ def test_register_map_is_generated_from_the_code(generated):
 
     path = generated(32, 8)
     text = path.with_suffix(".registers.md").read_text()
-    assert register_table(registers(W=32, L=8, tag_bits=5, sqq_log2=11, id_bits=8)) in text
+    assert register_table(registers(W=32, L=8, tag_bits=4, sqq_log2=9, id_bits=8)) in text
     for name in ("CONFIG", "PREFETCH", "LUT_INDEX", "LUT_DATA", "ERROR", "BUSY_CYCLES", "LINES_PREFETCHED"):
         assert f"| {name} |" in text
     # The documentation shows the same table, for the default design.
