@@ -539,7 +539,7 @@ def table_storage(records):
                      "slowest": f"{100 * row['slowest']:+.1f}%", "passes": "yes" if row["passes"] else "no"})
     columns = {"change": ("sizes (the reference's but)", "{}"), "kbit": ("Kbit held", "{}"),
                "ff": ("flip-flops: contexts + TOut", "{}"),
-               **{w: (f"{w}", "{}") for w in workloads},
+               **{w: (f"{w}: TEPL cycles per tile", "{}") for w in workloads},
                "slowest": ("slowest point vs reference", "{}"), "passes": ("keeps the targets", "{}")}
     return markdown_table(rows, columns), "storage"
 

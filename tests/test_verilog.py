@@ -73,7 +73,7 @@ def test_register_map_is_generated_from_the_code(generated):
         assert f"| {name} |" in text
     # The documentation shows the same table, for the default design.
     page = (Path(__file__).parents[1] / "docs" / "pe" / "registers.md").read_text()
-    assert register_table(registers(W=32, L=8, tag_bits=5, sqq_log2=11, id_bits=8)) in page, \
+    assert register_table(registers(W=32, L=8, tag_bits=4, sqq_log2=9, id_bits=8)) in page, \
         "docs/pe/registers.md's register map is out of date: paste build/deca_pe_w32_l8.registers.md (deca generate)"
 
 
