@@ -82,8 +82,12 @@ class Control(wiring.Component):
             self.cfg.lut_data.eq(bus.wdata[:16]),
         ]
 
-        # Reads: the register ``addr`` selected, READ_LATENCY cycles later; PARAMS is constant.
-        with m.Switch(bus.addr):
+        # Reads: the register ``addr`` selected, READ_LATENCY cycles later; PARAMS is constant. The
+        # address waits a cycle more than a write's, for the LUT's readback (a synchronous read of
+        # the entry at LUT_INDEX, as it was in that cycle).
+        read_addr = Signal(ADDR_BITS)
+        m.d.sync += read_addr.eq(bus.addr)
+        with m.Switch(read_addr):
             for r in self.regs:
                 with m.Case(r.addr):
                     word = Const(0, DATA_BITS)

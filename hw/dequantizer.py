@@ -3,8 +3,8 @@
 A vOp whose window holds Wnd codes occupies the stage max(1, ceil(Wnd / Lq)) cycles; cycle k
 dequantizes codes k*Lq .. k*Lq + Lq - 1 into the same SD entries. The work is pipelined:
 
-    vops ─► slice ─► plan ─► head ──► words at ptr ─► shift ─► codes, LUT read ─► SD
-      └──────────────► queue of masks and expansion indices ─────────────────────┘
+    vops ─► slice ─► plan ─► head ──► words at ptr ─► shift ─► codes, LUT address ─► LUT read ─► SD
+      └──────────────► queue of masks and expansion indices ─────────────────────────────────────┘
 
 * slice: a register slice of the window and ``last``, so ``vops.ready`` is a register;
 * plan: the next vOp with what its cycles need, computed ahead for the configured Q: how many
@@ -14,12 +14,12 @@ dequantizes codes k*Lq .. k*Lq + Lq - 1 into the same SD entries. The work is pi
   ``margin`` = ``wp - end`` are registers. A cycle issues (``go``) when ``margin`` is not negative
   and SD is free or moving on; the next ``end`` and ``margin`` are added from registers for each
   outcome (same vOp, the plan's or none) and chosen by ``go``;
-* the unpacker's two read stages, then the LUT read, carry each issued cycle to SD, where the vOp's
-  last cycle also writes the mask and expansion indices that waited in the queue.
+* the unpacker's two read stages, then the LUT's two (address, read), carry each issued cycle to SD,
+  where the vOp's last cycle also writes the mask and expansion indices that waited in the queue.
 
 Back-pressure from ``sd.ready`` holds every stage (nothing moves on unless SD is free or moving on),
 so no data is lost; the per-cycle activity outputs describe the issue. That stall reaches the issue
-and the wide registers (the read stages, the LUT read, SD) from flip-flop copies registered from
+and the wide registers (the read stages, the LUT's, SD) from flip-flop copies registered from
 its next value, which needs ``sd_ready_next``: the next cycle's ``sd.ready`` (the expander's ready
 is a register, and this is its input), not through a buffer tree behind ``sd.ready``.
 """
@@ -35,7 +35,7 @@ from deca.golden.format import Q_BITS
 
 from .arith import fast_add, fast_sum
 from .layouts import ConfigSignature, physical_lanes, sd_layout, value_beat_layout, vop_layout
-from .lut_array import LUTArray
+from .lut_array import LOOKUP_LATENCY, LUTArray
 from .params import LANES_PER_LUT, dequant_lanes
 from .stages import HOLD_SLICE, RegisterSlice, enable, replicas
 from .unpacker import READ_LATENCY, CodeUnpacker
@@ -43,10 +43,12 @@ from .unpacker import READ_LATENCY, CodeUnpacker
 #: Cycles the pipelining adds to a vOp's way through the stage: alone in it, with its codes buffered,
 #: a vOp is in SD max(1, ceil(Wnd/Lq)) + DEQUANT_LATENCY cycles after its handshake on ``vops`` (the
 #: single-cycle stage had SD written in its last cycle, that handshake's). One cycle in each of the
-#: slice, the plan, the head, the unpacker's read stages and the LUT read.
-DEQUANT_LATENCY = 3 + READ_LATENCY + 1
-#: Entries of the queue of vOps' expansion indices (``QUEUED_FIELDS``): more than the stage holds.
+#: slice, the plan, the head, the unpacker's read stages and the LUT's lookup stages.
+DEQUANT_LATENCY = 3 + READ_LATENCY + LOOKUP_LATENCY
+#: Entries of the queue of vOps' expansion indices (``QUEUED_FIELDS``): as many as the stage holds
+#: (two in the slice, the plan, the head and one per read and lookup stage), a power of two.
 QUEUED = 8
+assert 4 + READ_LATENCY + LOOKUP_LATENCY <= QUEUED
 QUEUED_FIELDS = ("mask", "prefix", "index", "last")
 
 
@@ -129,12 +131,12 @@ class DequantStage(wiring.Component):
         ptr, end = Signal.like(unpacker.ptr), Signal.like(unpacker.ptr)
         margin = Signal(len(end) + 1)  # wp - end, two's complement: the head's bits are all there when >= 0
         go, load = Signal(), Signal()
-        # Each issued cycle as it leaves the LUT read (below).
+        # Each issued cycle as it leaves the LUT's last stage (below).
         op_layout = data.StructLayout({"valid": 1, "final": 1, "k": range(W)})
         op = Signal(op_layout)
         # The stall, ``advance`` = ~sd.valid | sd.ready, is a flip-flop registered from its next
         # value, with copies of its own for the issue (``go``, which reaches the vOp slice's
-        # enables), the unpacker's ``take`` and the wide registers (the read stages, the LUT read,
+        # enables), the unpacker's ``take`` and the wide registers (the read stages, the LUT's,
         # SD). SD's valid bit is written when it moves on (below). The next value comes late (the
         # expander's ready) and loads every copy: four gates compute it, for this stage, the
         # unpacker, the LUT array and SD.
@@ -205,8 +207,8 @@ class DequantStage(wiring.Component):
             m.d.sync += margin.eq(margin_added)
 
         # The rest of a vOp (mask and expansion indices) waits in a queue from its handshake to its
-        # SD write, off the issue loop's registers. The stage holds at most seven vOps: two in the
-        # slice, the plan, the head and one per read and LUT stage.
+        # SD write, off the issue loop's registers. The stage holds at most QUEUED vOps (above), and
+        # while it does the slice is full: no vOp comes in before one leaves.
         entry_layout = data.StructLayout({f: vop_layout(W).members[f] for f in QUEUED_FIELDS})
         queue = [Signal(entry_layout, name=f"queued{i}", reset_less=True) for i in range(QUEUED)]
         put, get = Signal(range(QUEUED)), Signal(range(QUEUED))
@@ -217,14 +219,14 @@ class DequantStage(wiring.Component):
                     with m.Case(i):
                         m.d.sync += [entry[f].eq(self.vops.payload[f]) for f in QUEUED_FIELDS]
 
-        # Each issued cycle on its way to SD, beside its codes: through the read stages and the LUT.
+        # Each issued cycle on its way to SD, beside its codes: through the read stages and the LUT's.
         # Into the last of them (the LUT read's) its SD write is decoded: per lane count of a mode
         # (``modes``), which group of SD entries its lanes fill, one-hot, so that the LUT's late
         # values pass one AND-OR into SD.
         issued = Signal(op_layout)
         m.d.comb += [issued.valid.eq(go), issued.final.eq(final), issued.k.eq(head.k)]
         op_in = issued
-        for _ in range(READ_LATENCY):
+        for _ in range(READ_LATENCY + LOOKUP_LATENCY - 1):
             later = Signal(op_layout)
             with m.If(advance):
                 m.d.sync += later.eq(op_in)

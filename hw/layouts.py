@@ -57,8 +57,9 @@ class ConfigSignature(wiring.Signature):
     (``MODE_MEMBERS``) and the LUT port; blocks take ``In(ConfigSignature())``.
 
     A LUT write (``lut_we``) stores logical entry ``lut_addr`` in every replica the current ``q``
-    uses, so write ``q`` before the LUT; ``lut_rdata`` reads entry ``lut_addr`` back (0 for entries
-    the current ``q`` cannot hold), so that the LUT can be saved and restored on a context switch.
+    uses, so write ``q`` before the LUT; ``lut_rdata`` is the entry at the ``lut_addr`` of the cycle
+    before (0 for entries the current ``q`` cannot hold), so that the LUT can be saved and restored
+    on a context switch.
     """
 
     def __init__(self):

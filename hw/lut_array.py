@@ -12,8 +12,11 @@ How lanes use the sub-LUTs depends on Q:
 A logical LUT write stores the entry in every replica the configured Q reads, so Q is written
 first; entries a mode cannot hold (e >= 64 for Q <= 6, e >= 128 for Q = 7) are dropped. Writes are
 registered on their way to the replicas, off the configuration port's path, and land a cycle later:
-the control registers cannot read an entry back before (``LUT_DATA`` writes advance the index).
-Lookups are synchronous, as an SRAM macro reads: ``values`` come a cycle after their ``codes``.
+the control registers cannot read an entry back before (``LUT_DATA`` writes advance the index). The
+readback (``lut_rdata``) is a synchronous read too: the entry at ``lut_addr`` a cycle before.
+Lookups take ``LOOKUP_LATENCY`` cycles: each sub-LUT's address, chosen from its lane's code, into a
+register, then the synchronous read, as an SRAM macro reads. The code's selection in the unpacker,
+the address choice and the 64:1 read multiplexer did not fit one 400 ps cycle together.
 """
 
 import operator
@@ -31,14 +34,17 @@ SUB_LUTS = 4
 SUB_LUT_ENTRIES = 64
 #: Cycles from a change of ``cfg.q`` to the lookups' mode.
 MODE_LATENCY = 2
+#: Cycles (with the enable) from ``codes`` to their ``values``: the address register, the read.
+LOOKUP_LATENCY = 2
 
 
 class LUTArray(wiring.Component):
-    """``codes`` in (one per lane, up to Lq of them meaningful), BF16 ``values`` out a cycle later;
-    the lookup happens in the cycles after ``en_next`` is high (the stall decided a cycle ahead: the
-    enables are flip-flops) and otherwise holds its values. The mode is ``cfg.q`` registered twice:
-    it takes effect ``MODE_LATENCY`` cycles after ``cfg.q`` changes (CONFIG is written only while no
-    tile is in flight, and a tile's first codes come many cycles after its TEPL)."""
+    """``codes`` in (one per lane, up to Lq of them meaningful), BF16 ``values`` out
+    ``LOOKUP_LATENCY`` cycles later; the lookup's stages move on in the cycles after ``en_next`` is
+    high (the stall decided a cycle ahead: the enables are flip-flops) and otherwise hold. The mode
+    is ``cfg.q`` registered twice: it takes effect ``MODE_LATENCY`` cycles after ``cfg.q`` changes
+    (CONFIG is written only while no tile is in flight, and a tile's first codes come many cycles
+    after its TEPL)."""
 
     def __init__(self, L, lanes):
         self.L = L
@@ -67,7 +73,7 @@ class LUTArray(wiring.Component):
         write_data = Signal.like(cfg.lut_data)
         m.d.sync += [write_en.eq(Mux(cfg.lut_we, Cat(writes), 0)), write_entry.eq(entry), write_data.eq(cfg.lut_data)]
 
-        ports = []
+        ports, addresses = [], []  # per sub-LUT: its read port, and the address register in front
         readback = []  # big LUT 0 holds every entry any mode keeps
         for b in range(self.L):
             if b % SUB_LUTS == 0:  # a copy of the enable per 16 macros
@@ -78,20 +84,25 @@ class LUTArray(wiring.Component):
                 wp = mem.write_port()
                 m.d.comb += [wp.addr.eq(write_entry), wp.data.eq(write_data), wp.en.eq(write_en[s])]
                 rp = mem.read_port()
-                m.d.comb += rp.en.eq(read_en)
+                address = Signal(6, name=f"lut{b}_sub{s}_addr", reset_less=True)
+                m.d.comb += [rp.en.eq(read_en), rp.addr.eq(address)]
                 ports.append(rp)
+                addresses.append((address, read_en))
                 if b == 0:
-                    rp = mem.read_port(domain="comb")
+                    rp = mem.read_port()
                     m.d.comb += rp.addr.eq(entry)
                     readback.append(rp.data)
-        with m.Switch(section):
-            for s in range(SUB_LUTS):
-                with m.Case(s):
-                    with m.If(writes[s]):
-                        m.d.comb += cfg.lut_rdata.eq(readback[s])
+        # The readback's sub-LUT, registered beside its read: a sub-LUT that holds the entry in the
+        # configured mode (the others read as 0).
+        shown = Signal(SUB_LUTS)
+        m.d.sync += shown.eq(Cat(writes[s] & (section == s) for s in range(SUB_LUTS)))
+        m.d.comb += cfg.lut_rdata.eq(reduce(operator.or_, (Mux(shown[s], readback[s], 0) for s in range(SUB_LUTS))))
 
         def port(b, s):
             return ports[b * SUB_LUTS + s]
+
+        def address(b, s):
+            return addresses[b * SUB_LUTS + s]
 
         # The mode decoded into flip-flops, a copy per big LUT (its sub-LUTs' addresses and the lanes
         # that read it): decoded from one Q register, each flag drove every lane's choice and every
@@ -110,20 +121,27 @@ class LUTArray(wiring.Component):
         def mode_of(b):  # (Q = 8, Q = 7, Q = 16, Q <= 6) of big LUT b
             return tuple(modes[b][k] for k in range(4))
 
-        # Each sub-LUT's address comes from the lane that reads it in the current mode.
+        # Each sub-LUT's address comes from the lane that reads it in the current mode, into the
+        # sub-LUT's address register (the first stage of the lookup).
         for b in range(self.L):
             q8, q7, _, q6 = mode_of(b)
             for s in range(SUB_LUTS):
                 lanes = {8: b, 7: 2 * b + s // 2, 6: SUB_LUTS * b + s}
+                chosen, en = address(b, s)
                 for mode, cond in ((8, q8), (7, q7), (6, q6)):
                     if lanes[mode] < self.lanes:
-                        with m.If(cond):
-                            m.d.comb += port(b, s).addr.eq(self.codes[lanes[mode]][:6])
+                        with m.If(en & cond):
+                            m.d.sync += chosen.eq(self.codes[lanes[mode]][:6])
 
-        # The codes a cycle later, beside their lookups (a ``hold``: the enable is the dequantization
-        # stage's stall, with many loads), and with them each lane's choice among its
+        # The codes LOOKUP_LATENCY cycles later, beside their lookups (``hold``s: the enable is the
+        # dequantization stage's stall, with many loads), and with them each lane's choice among its
         # sources decoded one-hot, so that the macros' late outputs pass one AND-OR to ``values``.
-        codes = self.codes.shape()(hold(m, "codes", self.codes.as_value(), self.en_next))
+        def later(name, value):
+            for k in range(LOOKUP_LATENCY):
+                value = hold(m, f"{name}{'_read' * k}", value, self.en_next)
+            return value
+
+        codes = self.codes.shape()(later("codes", self.codes.as_value()))
         choices, read = [], []  # per lane: a condition per sub-LUT it may read, and those sub-LUTs
         for i in range(self.lanes):
             code, chosen = self.codes[i], {}
@@ -139,7 +157,7 @@ class LUTArray(wiring.Component):
                 chosen[b, s] = chosen[b, s] | cond if (b, s) in chosen else cond
             choices.append(Cat(q16, *chosen.values()))  # Q = 16: the code itself
             read.append([port(b, s).data for b, s in chosen])
-        held = hold(m, "choices", Cat(*choices), self.en_next)
+        held = later("choices", Cat(*choices))
         at = 0
         for i, ports_read in enumerate(read):
             pick = held[at:at + 1 + len(ports_read)]

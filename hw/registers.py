@@ -16,8 +16,9 @@ from .params import LOADERS
 
 ADDR_BITS = 6
 DATA_BITS = 32
-#: Cycles from ``cfg__addr`` to its register on ``cfg__rdata``: the address's register, then ``rdata``'s.
-READ_LATENCY = 2
+#: Cycles from ``cfg__addr`` to its register on ``cfg__rdata``: the address's two registers (the
+#: second gives LUT_DATA's synchronous read of the LUT its cycle), then ``rdata``'s.
+READ_LATENCY = 3
 
 
 @dataclass(frozen=True)

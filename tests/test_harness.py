@@ -481,7 +481,7 @@ def test_tile_cycles():
 
 class RegisterFile(wiring.Component):
     """64 plain registers on the cfg bus, as the PE has it: the bus is registered, then rdata shows
-    the register addressed READ_LATENCY cycles earlier."""
+    the register addressed READ_LATENCY cycles earlier (the address registered once more)."""
 
     def __init__(self):
         super().__init__({"cfg": In(wiring.Signature({"addr": Out(6), "wdata": Out(32), "we": Out(1),
@@ -491,10 +491,11 @@ class RegisterFile(wiring.Component):
         m = Module()
         regs = Array(Signal(32, name=f"r{i}") for i in range(64))
         addr, wdata, we = Signal(6), Signal(32), Signal()
-        m.d.sync += [addr.eq(self.cfg.addr), wdata.eq(self.cfg.wdata), we.eq(self.cfg.we)]
+        read_addr = Signal(6)
+        m.d.sync += [addr.eq(self.cfg.addr), wdata.eq(self.cfg.wdata), we.eq(self.cfg.we), read_addr.eq(addr)]
         with m.If(we):
             m.d.sync += regs[addr].eq(wdata)
-        m.d.sync += self.cfg.rdata.eq(regs[addr])
+        m.d.sync += self.cfg.rdata.eq(regs[read_addr])
         return m
 
 

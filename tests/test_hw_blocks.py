@@ -22,7 +22,7 @@ from deca.golden.format import Q_BITS, TILE_ELEMS, read_codes
 from deca.golden.numerics import scale_mul
 from deca.hw.arith import at_least, fast_add
 from deca.hw.layouts import ScaleFormat, physical_lanes, vop_layout
-from deca.hw.lut_array import MODE_LATENCY, LUTArray
+from deca.hw.lut_array import LOOKUP_LATENCY, MODE_LATENCY, LUTArray
 from deca.hw.params import dequant_lanes
 from deca.hw.prefix_sum import WINDOW_LATENCY, WindowUnit, prefix_sums
 from deca.hw.scaler import BF16Scaler, ScaleDecoder
@@ -477,7 +477,7 @@ def test_lut_array_lookup_every_q(W, L, rng):
     lanes = physical_lanes(W, L)
     dut = LUTArray(L, lanes)
     model = LUTModel()
-    checked = {"lanes": 0, "switch": 0}
+    checked = {"lanes": 0, "switch": 0, "readback": 0}
 
     def meaningful(q):
         return min(dequant_lanes(q, L), lanes)
@@ -491,9 +491,9 @@ def test_lut_array_lookup_every_q(W, L, rng):
         model.write(q, addr, value)
 
     async def check(ctx, q, codes, expected):
-        """codes: (evals, lq); expected: (evals, lq) or None entries to skip. A lookup's values come a
-        cycle after its codes, in a cycle after ``en_next`` was high, and hold while it is low; a write
-        lands a cycle after its port cycle."""
+        """codes: (evals, lq); expected: (evals, lq) or None entries to skip. A lookup's values come
+        LOOKUP_LATENCY cycles after its codes, each a cycle after ``en_next`` was high, and hold while
+        it is low; a write lands a cycle after its port cycle."""
         lq = codes.shape[1]
         await ctx.tick().repeat(MODE_LATENCY)  # the mode registered from cfg.q
         for e in range(len(codes)):
@@ -502,9 +502,10 @@ def test_lut_array_lookup_every_q(W, L, rng):
             ctx.set(dut.codes.as_value(), pack16(words))
             ctx.set(dut.en_next, 1)
             await ctx.tick()
-            ctx.set(dut.en_next, 0)
-            await ctx.tick()  # the lookup
-            ctx.set(dut.codes.as_value(), pack16(rng.integers(0, 1 << 16, lanes).astype(np.uint16)))
+            for stage in range(LOOKUP_LATENCY):  # the lookup's stages
+                ctx.set(dut.en_next, stage < LOOKUP_LATENCY - 1)
+                await ctx.tick()
+                ctx.set(dut.codes.as_value(), pack16(rng.integers(0, 1 << 16, lanes).astype(np.uint16)))
             if rng.random() < 0.3:
                 await ctx.tick()  # held
             got = unpack16(ctx.get(dut.values.as_value()), lanes)[:lq]
@@ -534,6 +535,16 @@ def test_lut_array_lookup_every_q(W, L, rng):
             for addr in rng.permutation(256):
                 await write(ctx, q, int(addr), int(lut[addr]))
             size = 1 << min(q, 8)
+            capacity = {7: 128, 8: 256}.get(q, 64)
+            if q != 16:
+                # The readback (LUT_DATA): the entry at ``lut_addr`` a cycle before, once the last
+                # write landed; 0 past the entries the mode holds.
+                await ctx.tick()
+                for addr in rng.integers(0, 256, 24):
+                    ctx.set(dut.cfg.lut_addr, int(addr))
+                    await ctx.tick()
+                    assert ctx.get(dut.cfg.lut_rdata) == (lut[addr] if addr < capacity else 0), (q, int(addr))
+                    checked["readback"] += 1
             if q == 16:
                 codes = rng.integers(0, 1 << 16, (64, lq))
                 codes[0], codes[1] = 0, 0xFFFF
@@ -554,7 +565,6 @@ def test_lut_array_lookup_every_q(W, L, rng):
                 codes = np.array([[e] * lq, [other] * lq])
                 await check(ctx, q, codes, lut[codes].tolist())
             # Entries the mode cannot hold are dropped.
-            capacity = {7: 128, 8: 256}.get(q, 64)
             if capacity < 256:
                 e = int(rng.integers(min(size, capacity)))
                 await write(ctx, q, e + capacity * int(rng.integers(1, 256 // capacity)), 0xDEAD)
@@ -562,7 +572,7 @@ def test_lut_array_lookup_every_q(W, L, rng):
                 await check(ctx, q, codes, lut[codes].tolist())
 
     run(dut, tb, clocked=True)
-    assert checked["switch"] >= 5 and checked["lanes"] > 0
+    assert checked["switch"] >= 5 and checked["lanes"] > 0 and checked["readback"] > 0
 
 
 # --- code unpacker ------------------------------------------------------------------------------

@@ -24,15 +24,17 @@ module tiny(input clk, input rst, input [7:0] a, input [7:0] b, output reg [8:0]
     if (!constant) steady = 1'b1;
   end
   reg [5:0] addr;
+  reg [5:0] read_addr;
   reg [31:0] wdata;
   reg we = 0;
   always @(posedge clk) begin
     sum <= rst ? 9'd0 : a + b;
     addr <= cfg__addr;
+    read_addr <= addr;
     wdata <= cfg__wdata;
     we <= cfg__we;
     if (we) regs[addr] <= wdata;
-    cfg__rdata <= regs[addr];
+    cfg__rdata <= regs[read_addr];
   end
 endmodule
 """

@@ -503,9 +503,8 @@ def test_report_text_and_markdown(results):
     r = results[8, 2]
     text = format_result(r)
     for needle in ("LUT array", "whole design", "x 56", "2.51 mm²", "fmax", "2.5 GHz", "55 mW", "fakeram7_64x256",
-                   # The memory table: LUT 0's sub-LUTs are also read back (an asynchronous second read port).
-                   "inner.pipeline.dequant.luts.lut0_sub0", "2R1W", "1R1W",
-                   "no macro: read port 1 is asynchronous", "no macro: no 1r1w macro calibrated",
+                   # The memory table: LUT 0's sub-LUTs are also read back (a second read port).
+                   "inner.pipeline.dequant.luts.lut0_sub0", "2R1W", "1R1W", "no macro: no 1r1w macro calibrated",
                    r.timing["path"][0]["cell"]):
         assert needle in text, needle
     md = format_markdown(r)
