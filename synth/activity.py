@@ -15,7 +15,7 @@ carry-save addition of the XOR of old and new value, whatever the signal's width
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from deca.hw.params import LOADERS
@@ -40,19 +40,26 @@ class Toggles:
     signals: dict
     source: str = ""
     workload: str = ""    # what ran, for the report
+    #: {scope: {name: {bit: share of the trace's time at 1}}} of its one-bit signals (a clock gate's
+    #: enable).
+    high: dict = field(default_factory=dict)
 
     def to_json(self):
         return json.dumps({"cycles": self.cycles, "source": self.source, "workload": self.workload,
                            "signals": [[list(scope), name, lsb, counts] for scope, sigs in self.signals.items()
-                                       for name, (lsb, counts) in sigs.items()]})
+                                       for name, (lsb, counts) in sigs.items()],
+                           "high": [[list(scope), name, bit, share] for scope, sigs in self.high.items()
+                                    for name, bits in sigs.items() for bit, share in bits.items()]})
 
     @classmethod
     def from_json(cls, text):
         d = json.loads(text)
-        signals = {}
+        signals, high = {}, {}
         for scope, name, lsb, counts in d["signals"]:
             signals.setdefault(tuple(scope), {})[name] = (lsb, counts)
-        return cls(d["cycles"], signals, d["source"], d["workload"])
+        for scope, name, bit, share in d.get("high", ()):
+            high.setdefault(tuple(scope), {}).setdefault(name, {})[bit] = share
+        return cls(d["cycles"], signals, d["source"], d["workload"], high)
 
     def scope_of(self, top):
         """The scope of design ``top`` (the shortest path ending in a scope named ``top``)."""
@@ -119,18 +126,29 @@ def count_toggles(path, clock=CLOCK):
         raise ActivityError(f"cannot read the trace {path}: {e.strerror}") from None
     with f:
         ids = _definitions(f, path)
+        single = {code for code, variables in ids.items() if all(v[3] == 1 for v in variables)}
         prev, planes = {}, {}
+        # One-bit signals: the time each spent at 1, and when it last changed.
+        now, start, high, since = 0, None, {}, {}
         for line in f:
             c = line[0] if line else ""
             if c in "01xzXZ":
                 code, text = line[1:].rstrip("\n\r "), c
             elif c in "bB":
                 text, _, code = line[1:].rstrip("\n\r ").partition(" ")
+            elif c == "#":
+                now = int(line[1:])
+                start = now if start is None else start
+                continue
             else:
-                continue   # timestamps, $dumpvars/$end, real values, comments
+                continue   # $dumpvars/$end, real values, comments
             new = _value(text)
             old = prev.get(code)
             prev[code] = new
+            if code in single:
+                if old:
+                    high[code] = high.get(code, 0) + now - since[code]
+                since[code] = now
             if old is None:
                 continue
             carry = old ^ new
@@ -144,9 +162,14 @@ def count_toggles(path, clock=CLOCK):
                     pl[k] = x ^ carry
                     carry &= x
                     k += 1
-    signals, clock_toggles = {}, None
+    signals, clock_toggles, shares = {}, None, {}
+    span = now - (start or 0)
     for code, variables in ids.items():
         pl = planes.get(code, [])
+        if code in single and span > 0:
+            at_one = high.get(code, 0) + (now - since[code] if prev.get(code) else 0)
+            for scope, name, lsb, _ in variables:
+                shares.setdefault(scope, {}).setdefault(name, {})[lsb] = at_one / span
         for scope, name, lsb, width in variables:
             counts = [sum(((plane >> i) & 1) << k for k, plane in enumerate(pl)) for i in range(width)]
             signals.setdefault(scope, {})[name] = (lsb, counts)
@@ -156,7 +179,7 @@ def count_toggles(path, clock=CLOCK):
         raise ActivityError(f"the trace {path} has no signals")
     if clock_toggles is None or clock_toggles[1] < 2:
         raise ActivityError(f"the trace {path} has no clock {clock!r} that toggles")
-    return Toggles(clock_toggles[1] / 2, signals, str(path), f"the trace {path}")
+    return Toggles(clock_toggles[1] / 2, signals, str(path), f"the trace {path}", shares)
 
 
 def net_rates(design, toggles):
@@ -194,6 +217,21 @@ def net_rates(design, toggles):
             module = design.cells[index][0]
             rates[net] = average[module] if average[module] is not None else design_average
     return rates, matched / max(1, len(design.driver))
+
+
+def net_duties(design, toggles):
+    """{global net: share of the trace's time at 1} of the nets named like a traced one-bit signal
+    (a clock gate's enable, where it kept an RTL name). ``design``: a ``deca.synth.sta.Design``."""
+    root, duties = toggles.scope_of(design.top), {}
+    for name, base in design.placed:
+        below = name.removeprefix(design.top).lstrip(".")
+        high = toggles.high.get(root + tuple(below.split(".")) if below else root, {})
+        for net, index in design.models[name].nets.items():
+            m = _BIT.match(net)
+            signal, bit = (m.group(1), int(m.group(2))) if m else (net, 0)
+            if bit in high.get(signal, {}):
+                duties[find(design.parent, base + index)] = high[signal][bit]
+    return duties
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from .tools import run_yosys, yosys_version
 ASAP7_LIBERTIES = tuple(sorted(sram.PDK.glob("asap7sc7p5t_*.lib.gz")))
 #: ASAP7 cells the mapping may not use: OpenROAD-flow-scripts' list for the platform. The fractional
 #: drive strengths (``xp33``, ``x1p5``...) are too weak for the loads placement will add (left in,
-#: ABC builds chains of 40-50 ps ``HB1xp67`` hold buffers on fanouts), scan flip-flops and clock
-#: gates are not what the RTL asks for.
-ASAP7_DONT_USE = ("*x1p*_ASAP7*", "*xp*_ASAP7*", "SDF*", "ICG*")
+#: ABC builds chains of 40-50 ps ``HB1xp67`` hold buffers on fanouts), scan flip-flops are not what
+#: the RTL asks for. Clock gates are the library's only for ``clockgate`` (never for ABC or dfflibmap).
+ASAP7_DONT_USE = ("*x1p*_ASAP7*", "*xp*_ASAP7*", "SDF*")
 TECHNOLOGIES = ("asap7", "generic")
 #: The paper's clock (section 7.4), where power is computed.
 POWER_GHZ = 2.5
@@ -46,6 +46,11 @@ ABC_CONSTR = "abc.constr"
 ABC_OUTPUT_LOAD_FF = 1.0
 #: Toggles per cycle of every net when no simulation gives them (a common vectorless default).
 DEFAULT_ACTIVITY = 0.1
+#: Clock gating: the fewest flip-flops sharing one enable that get an integrated clock gate (0: no
+#: gating). One gate costs about the area of half a flip-flop and its clock pin's energy, so a gate
+#: on one or two flip-flops saves nothing.
+DEFAULT_GATE_MIN_FLOPS = 8
+GATING = ("on", "off")
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class Technology:
     activity: float = DEFAULT_ACTIVITY
     dont_use: tuple = ()     # glob patterns of cells left out of the mapping and the buffer trees
     memories: str = memories.DEFAULT_MODE   # deca.synth.memories.MODES
+    gate_min_flops: int = 0  # clock gating: the fewest flip-flops one gate serves; 0: no gating
 
     @property
     def cells(self):
@@ -67,13 +73,19 @@ class Technology:
 
 
 def technology(name="asap7", liberties=None, min_macro_bits=sram.MIN_MACRO_BITS, memory_mode=memories.DEFAULT_MODE,
-               macro_liberties=None):
-    """The technology of ``deca synth --tech NAME`` or ``--liberty FILE...``, ``--memories MODE`` and
-    ``--macro-liberty FILE...`` (the macro model's calibration, checked here)."""
+               macro_liberties=None, clock_gating="on", gate_min_flops=DEFAULT_GATE_MIN_FLOPS):
+    """The technology of ``deca synth --tech NAME`` or ``--liberty FILE...``, ``--memories MODE``,
+    ``--macro-liberty FILE...`` (the macro model's calibration, checked here) and ``--clock-gating
+    on|off`` with ``--gate-min-flops N``."""
     if memory_mode not in memories.MODES:
         raise ValueError(f"--memories must be one of {', '.join(memories.MODES)}, got {memory_mode!r}")
+    if clock_gating not in GATING:
+        raise ValueError(f"--clock-gating must be one of {', '.join(GATING)}, got {clock_gating!r}")
+    if not isinstance(gate_min_flops, int) or gate_min_flops < 1:
+        raise ValueError(f"--gate-min-flops must be a positive number of flip-flops, got {gate_min_flops!r}")
     macros = tuple(Path(p) for p in macro_liberties) if macro_liberties else sram.FAKERAM
-    options = dict(min_macro_bits=min_macro_bits, memories=memory_mode, macro_liberties=macros)
+    options = dict(min_macro_bits=min_macro_bits, memories=memory_mode, macro_liberties=macros,
+                   gate_min_flops=gate_min_flops if clock_gating == "on" else 0)
     if liberties:
         sram.fit(macros, min_macro_bits)
         return Technology("liberty", tuple(Path(p) for p in liberties), **options)
@@ -96,12 +108,15 @@ def front_script(verilog, top):
                       "opt", "memory -nomap", "write_rtlil front.il"]) + "\n"
 
 
-def cells_script(top, liberties, macro_shapes, constrained, dont_use=()):
+def cells_script(top, liberties, macro_shapes, constrained, dont_use=(), gate_min_flops=0, gates=()):
     """Pass 2: ``synth`` without its ABC run and with only the non-macro memories mapped to
     flip-flops, then registers and logic mapped to the liberty cells but those of ``dont_use`` (ABC
-    with a delay target and, when ``constrained``, buffering and gate sizing against ``ABC_CONSTR``)."""
+    with a delay target and, when ``constrained``, buffering and gate sizing against ``ABC_CONSTR``).
+    ``gate_min_flops``: each set of at least that many flip-flops sharing a clock and an enable gets a
+    clock gate (``clockgate``, the smallest of the library's, ``gates``), its flip-flops lose the enable."""
     libs = " ".join(f"-liberty {name}" for name in liberties)
-    usable = " ".join([*(f"-dont_use {pattern}" for pattern in dont_use), libs])
+    usable = " ".join([*(f"-dont_use {pattern}" for pattern in (*dont_use, *gates)), libs])
+    gating = [f"clockgate -min_net_size {gate_min_flops} {libs}"] if gate_min_flops and gates else []
     abc = f"abc -D {TARGET_PS:g} " + (f"-constr {ABC_CONSTR} " if constrained else "") + usable
     marks = [f"setattr -set deca_macro 1 t:$mem_v2 r:WIDTH={width} %i r:SIZE={words} %i r:RD_PORTS={reads} %i "
              f"r:WR_PORTS={writes} %i" for words, width, reads, writes in sorted(macro_shapes)]
@@ -109,7 +124,7 @@ def cells_script(top, liberties, macro_shapes, constrained, dont_use=()):
              "opt -fast -full", "memory_map -attr !deca_macro",
              # Each memory left in flip-flops keeps its own: the L LUT replicas hold the same entries,
              # and merged they would be one array instead of L physical read ports.
-             "setattr -set keep 1 n:$memory*", "opt -full", "techmap", "opt -fast",
+             "setattr -set keep 1 n:$memory*", "opt -full", "techmap", "opt -fast", *gating,
              f"dfflegalize -cell {FF_CELL} 01", f"dfflibmap {usable}", abc, "opt_clean",
              f"tee -q -o stat.json stat {libs} -json", "rename -enumerate",
              f"write_blif -icells -conn -impltf -param {NETLIST}"]
@@ -222,6 +237,11 @@ def _library(paths, stamps, dont_use):
     return lib
 
 
+def clock_gates(lib):
+    """The names of the library's integrated clock-gating cells."""
+    return tuple(sorted(name for name, c in lib.cells.items() if c.clock_gate))
+
+
 def load_library(tech):
     """The technology's cells but its ``dont_use``, checked for what the flow needs (raises
     LibertyError naming the file); read again only when a file changes."""
@@ -268,7 +288,7 @@ def measure_memory(memory, tech, work):
     front = front_script("memory.v", top)
     _yosys_step(folder, "front", [_sha256(folder / "memory.v"), front, yosys], front,
                 f"Yosys front end of a {memory.words} x {memory.width} memory", ("front.il",))
-    script = cells_script(top, names, set(), False, tech.dont_use)
+    script = cells_script(top, names, set(), False, tech.dont_use, tech.gate_min_flops, clock_gates(lib))
     _yosys_step(folder, "cells", [_sha256(folder / "front.il"), script, yosys,
                                   *(_sha256(folder / name) for name in names)], script,
                 f"Yosys mapping of a {memory.words} x {memory.width} memory", (NETLIST, "stat.json"))
@@ -299,6 +319,17 @@ def choose_memories(found, tech, work, model, period_ps=PERIOD_PS):
     return list(table.values()), {shape: c[3] for shape, c in cost.items()}
 
 
+def gated(design):
+    """The design's clock gates: their count, the flip-flops they clock and their enable nets."""
+    lib, gates = design.library.cells, {}
+    for index, (_, kind, pins, _) in enumerate(design.cells):
+        if kind != sta.MACRO and lib[kind].clock_gate:
+            gates[dict(pins)[lib[kind].clock_gate[2]]] = dict(pins)[lib[kind].clock_gate[1]]
+    flops = sum(1 for _, kind, pins, _ in design.cells if kind != sta.MACRO and lib[kind].sequential
+                and any(lib[kind].pins[pin].clock and net in gates for pin, net in pins if pin in lib[kind].pins))
+    return {"clock_gates": len(gates), "gated_flops": flops, "enables": set(gates.values())}
+
+
 def _block_power(power):
     """{block: leakage + dynamic mW} of a ``sta.Power``."""
     return {b: power.leakage_mw.get(b, 0.0) + power.dynamic_mw.get(b, 0.0) for b in power.leakage_mw}
@@ -324,7 +355,8 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     constr = f"set_driving_cell {buffer.name}\nset_load {ABC_OUTPUT_LOAD_FF}\n" if buffer else ""
     if buffer:
         (work / ABC_CONSTR).write_text(constr)
-    cells = cells_script(top, names, macro_shapes, buffer is not None, tech.dont_use)
+    cells = cells_script(top, names, macro_shapes, buffer is not None, tech.dont_use, tech.gate_min_flops,
+                         clock_gates(lib))
     seconds += _yosys_step(work, "cells", [_sha256(work / "front.il"), cells, constr, yosys,
                                            *(_sha256(work / name) for name in names)], cells,
                            f"Yosys mapping of {source} (top {top}) to {', '.join(names)}", (NETLIST, "stat.json"))
@@ -334,11 +366,17 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
         timing = sta.timing(design)
         vectorless = sta.power(design, POWER_GHZ, lambda net: tech.activity,
                                f"vectorless: {tech.activity} toggles per cycle on every net")
+        gating = gated(design)
+        enables = gating.pop("enables")
         simulated = []
         for t in toggles:
             rates, matched = activity.net_rates(design, t)
+            duties = activity.net_duties(design, t)
             simulated.append((t, matched, sta.power(design, POWER_GHZ, lambda net, rates=rates: rates.get(net, 0.0),
-                                                    f"simulated: {t.source}, {t.cycles:g} cycles")))
+                                                    f"simulated: {t.source}, {t.cycles:g} cycles",
+                                                    lambda net, d=duties: d.get(net, sta.DEFAULT_DUTY))))
+            # How many gates' enable duty the trace gives; the others get sta.DEFAULT_DUTY.
+            gating.setdefault("enables_traced", []).append(sum(e in duties for e in enables))
     except (NetlistError, sram.MacroError) as e:
         raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
     highest, matched, power = max(simulated, key=lambda x: sum(_block_power(x[2]).values()),
@@ -346,7 +384,7 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     macros = _macro_list(design, {(m.words, m.width, len(m.sync_reads), m.writes): chosen[m.shape]
                                           for m in found})
     # OpenSTA's inputs: the constraints deca.synth.sta assumes, each macro as a cell of its own shape.
-    (work / signoff.SDC).write_text(signoff.sdc(PERIOD_PS))
+    (work / signoff.SDC).write_text(signoff.sdc(PERIOD_PS) + signoff.gate_latencies(design))
     (work / signoff.MACROS_LIB).write_text(signoff.macro_liberty(macros, model))
     checked = signoff.run(work, design, names, PERIOD_PS, timing) if signoff_sta else None
     memory_bits = {}
@@ -386,7 +424,7 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     timing_dict = {**asdict(timing), "fmax_ghz": timing.fmax_ghz,
                    "tree_buffer": design.buffer.name if design.buffer else None}
     power_dict = {"frequency_ghz": power.frequency_ghz, "activity": power.activity,
-                  "vectorless": vectorless.activity}
+                  "vectorless": vectorless.activity, "gate_min_flops": tech.gate_min_flops, **gating}
     if simulated:
         power_dict.update(cycles=highest.cycles, named_nets=matched, workload=highest.workload,
                           workloads=[{"workload": t.workload, "cycles": t.cycles, "named_nets": share,

@@ -22,7 +22,7 @@ from . import signoff
 from .activity import Workload
 from .blocks import PAPER_POINT
 from .dse import MEASURED_FILE, area_dse, load_measured
-from .cells import TECHNOLOGIES, technology
+from .cells import DEFAULT_GATE_MIN_FLOPS, GATING, TECHNOLOGIES, technology
 from .flow import DEFAULT_DESIGN, DEFAULT_WORK_DIR, synthesize
 from .report import (format_markdown, format_result, format_sweep, plot_breakdown, plot_heatmaps,
                      plot_throughput_per_area, write_csv, write_json)
@@ -66,6 +66,11 @@ def add_synth_parser(sub):
     s.add_argument("--macro-liberty", nargs="+", type=Path, metavar="FILE",
                    help="liberty files of real SRAM macros to calibrate the macro model on (default: the vendored "
                         "FakeRAM set); three shapes of each port configuration (1rw, 1r1w) they hold")
+    s.add_argument("--clock-gating", default="on", metavar="|".join(GATING),
+                   help="on (default): each set of at least --gate-min-flops flip-flops sharing a clock and an "
+                        "enable gets an integrated clock gate, its flip-flops clocked only on enabled cycles; off")
+    s.add_argument("--gate-min-flops", type=int, default=DEFAULT_GATE_MIN_FLOPS, metavar="N",
+                   help=f"the fewest flip-flops one clock gate serves (default {DEFAULT_GATE_MIN_FLOPS})")
     s.add_argument("--activity", nargs="?", const=ALL_WORKLOADS, metavar="WORKLOAD",
                    help="dynamic power from the switching activity of the PE running WORKLOAD (scheme@density) on "
                         f"Verilator with waves, beside the vectorless figure; '{ALL_WORKLOADS}' (the default): each "
@@ -196,7 +201,8 @@ def _cluster_sweep(args, points, design, cache, activity, results, failed):
     from .flow import SynthResult
     from .flow import _store as store
 
-    tech = (args.tech, args.liberty, args.macro_min_bits)
+    tech = (args.tech, args.liberty, args.macro_min_bits, args.memories, args.macro_liberty, args.clock_gating,
+            args.gate_min_flops)
     shared = args.cache and str(args.cache.resolve())
     with connect(args.cluster, print, check=code_digest) as client:
         futures = {}
@@ -261,7 +267,8 @@ def cmd_synth(args):
         raise UsageError("--liberty maps to standard cells; it does not go with --tech generic")
     if args.memories not in MODES:
         raise UsageError(f"--memories must be one of {', '.join(MODES)}, got {args.memories!r}")
-    tech = technology(args.tech, args.liberty, args.macro_min_bits, args.memories, args.macro_liberty)
+    tech = technology(args.tech, args.liberty, args.macro_min_bits, args.memories, args.macro_liberty,
+                      args.clock_gating, args.gate_min_flops)
     activity = _activity(args)
     if args.signoff:
         if args.tech == "generic":

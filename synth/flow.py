@@ -153,7 +153,8 @@ def _cache_file(cache_dir, top, verilog_sha, script, tech, toggles=()):
     flow = [_sha256(path) for path in FLOW_SOURCES] + [f"{name} {version(name)}" for name in FLOW_PACKAGES]
     flow.append(yosys_version())
     if tech.cells:
-        flow += [tech.name, str(tech.min_macro_bits), str(tech.activity), tech.memories, *tech.dont_use]
+        flow += [tech.name, str(tech.min_macro_bits), str(tech.activity), tech.memories, str(tech.gate_min_flops),
+                 *tech.dont_use]
         flow += [_sha256(path) for path in (*tech.liberties, *tech.macro_liberties)]
     flow += [hashlib.sha256(t.to_json().encode()).hexdigest() for t in toggles]
     key = hashlib.sha256("\n".join([verilog_sha, script, *flow]).encode()).hexdigest()

@@ -2,7 +2,7 @@
 and internal energies, in one set of units (ps, fF, µm², pW, fJ) whatever the file uses.
 
 Only what the flow needs is read: ``cell`` groups with ``area``, ``leakage_power`` /
-``cell_leakage_power``, ``ff`` (a sequential cell) and ``pin``/``bus`` groups with ``direction``,
+``cell_leakage_power``, ``ff`` (a sequential cell), ``clock_gating_integrated_cell`` (a clock gate) and ``pin``/``bus`` groups with ``direction``,
 ``capacitance``, ``timing`` arcs (``timing_sense``, ``cell_rise``/``cell_fall``, ``rise_transition``/
 ``fall_transition``, ``rise_constraint``/``fall_constraint``) and ``internal_power``.
 """
@@ -172,6 +172,9 @@ class Cell:
     pins: dict                   # pin name (bus bits as name[i]) -> Pin
     sequential: bool             # has an ff or latch group
     memory: dict | None = None   # memory() group of a macro: address_width, word_width
+    #: An integrated clock-gating cell (``clock_gating_integrated_cell``): its clock pin, enable pin
+    #: and gated clock output, else None.
+    clock_gate: tuple | None = None
 
     @property
     def outputs(self):
@@ -303,5 +306,13 @@ def _cell(c, templates, types, time, cap, leak, source):
         for bit in _bits(g, types):
             pins[bit] = pin
     memory = next(({k: int(v) for k, v in m.attrs.items() if k.endswith("width")} for m in c.all("memory")), None)
+    gate = None
+    if "clock_gating_integrated_cell" in c.attrs:
+        roles = {role: next((g.args[0] for g in c.all("pin") if g.attrs.get(f"clock_gate_{role}_pin") == "true"), None)
+                 for role in ("clock", "enable", "out")}
+        if None in roles.values():
+            raise LibertyError(f"{source}: clock-gating cell {c.args[0]} without a clock_gate_clock_pin, "
+                               "clock_gate_enable_pin and clock_gate_out_pin")
+        gate = (roles["clock"], roles["enable"], roles["out"])
     return Cell(name=c.args[0], area=float(c.attrs.get("area", 0)), leakage=leakage, pins=pins,
-                sequential=bool(c.all("ff") or c.all("latch") or c.all("ff_bank")), memory=memory)
+                sequential=bool(c.all("ff") or c.all("latch") or c.all("ff_bank")), memory=memory, clock_gate=gate)

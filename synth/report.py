@@ -15,6 +15,7 @@ from deca.hw.params import LOADERS
 from .blocks import (BLOCK_NAMES, PAPER_AREA_MM2, PAPER_GHZ, PAPER_PES, PAPER_POINT, PAPER_POWER_SPLIT,
                      PAPER_POWER_W, PAPER_SPLIT, paper_group)
 from .fpga import FPGA_TARGET_MHZ
+from .sta import DEFAULT_DUTY
 from .stats import FF_CELL
 
 FLOW_NOTE = ("Yosys, generic CMOS: NAND/NOR/NOT gates (abc -g cmos2) and D flip-flops, transistors from "
@@ -173,6 +174,7 @@ def cells_lines(result, whole_path=False):
               f"paper: {PAPER_POWER_W * 1e3 / PAPER_PES:.0f} mW per PE ({PAPER_POWER_W} W / {PAPER_PES}), "
               f"{power_mw / (PAPER_POWER_W * 1e3 / PAPER_PES):.2f}x",
               "  by the paper's groups: " + _groups_text(paper_split(result, lambda s: s.power_mw), PAPER_POWER_SPLIT)]
+    lines += gating_lines(result)
     if "workload" in result.power:
         vectorless = total.leakage_mw + total.vectorless_dynamic_mw
         lines += [f"  activity: {result.power['workload']}, {result.power['cycles']:,.0f} cycles traced; "
@@ -183,6 +185,20 @@ def cells_lines(result, whole_path=False):
                   + _groups_text(paper_split(result, lambda s: s.leakage_mw + s.vectorless_dynamic_mw),
                                  PAPER_POWER_SPLIT)]
     return lines + workload_lines(result) + memory_lines(result)
+
+
+def gating_lines(result):
+    """The clock gating: gates, the flip-flops they clock, where their enables' duty comes from."""
+    p = result.power
+    if "clock_gates" not in p:
+        return []
+    if not p["gate_min_flops"]:
+        return ["  clock gating: off"]
+    traced = p.get("enables_traced")
+    duty = (f"; enable duty from the trace for {min(traced)} to {max(traced)} of the gates, the others "
+            f"at {DEFAULT_DUTY}" if traced else f"; enable duty {DEFAULT_DUTY} (vectorless)")
+    return [f"  clock gating: {p['clock_gates']:,} gates (at least {p['gate_min_flops']} flip-flops each) clock "
+            f"{p['gated_flops']:,} of the {result.total.flip_flops:,} flip-flops{duty}"]
 
 
 def workload_power_rows(result):

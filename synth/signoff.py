@@ -182,7 +182,8 @@ def verilog_netlist(design):
     body, names = [], set()
     for index, (_, kind, pins, params) in enumerate(design.cells):
         outs = [net for pin, net in pins if design.is_output(kind, pin)]
-        name = design.net_name(outs[0]) if outs else ""
+        name = gate_instance(index) if kind != MACRO and design.library.cells[kind].clock_gate else (
+            design.net_name(outs[0]) if outs else "")
         if not name or name in names:
             name = f"{name}_c{index}" if name else f"c{index}"
         names.add(name)
@@ -199,6 +200,26 @@ def verilog_netlist(design):
     head = [f"module {_id(design.top)}({', '.join(map(_id, port_names))});", *decls,
             *(f"  wire {w};" for w in sorted(wires))]
     return "\n".join(head + assigns + body + ["endmodule", ""])
+
+
+def gate_instance(index):
+    """The instance name of the clock gate that is cell ``index`` of the design."""
+    return f"clock_gate_{index}"
+
+
+def gate_latencies(design):
+    """SDC lines for the clock gates of ``design`` (a ``deca.synth.sta.Design``), as deca.synth.sta
+    times them: the clock tree balanced, so each gate's clock pin sees the ideal clock its insertion
+    delay early and the flip-flops behind it see it on time (0 at its gated clock; OpenSTA carries a
+    pin's ideal latency to every pin downstream)."""
+    lines = []
+    for index, (_, kind, _, _) in enumerate(design.cells):
+        cell = design.library.cells.get(kind)
+        if cell is not None and cell.clock_gate:
+            clock, _, out = cell.clock_gate
+            lines += [f"set_clock_latency {-design.insertion_ps(index):.4f} [get_pins {gate_instance(index)}/{clock}]",
+                      f"set_clock_latency 0 [get_pins {gate_instance(index)}/{out}]"]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 # OpenSTA ------------------------------------------------------------------------------------------

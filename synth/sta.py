@@ -11,7 +11,10 @@ a buffer tree here, as placement's design repair would add: the library's highes
 each driving at most a quarter of its own limit, level by level up to one buffer at the driver;
 the tree's delay adds to the driver's, its buffers to the driver's block's area and power. A
 flip-flop's setup time is its constraint table's for the data's edge. The clock is ideal (arrival
-0, slew ``CLOCK_SLEW_PS``, no skew). Paths start at flip-flop outputs (clock-to-Q arc) and SRAM
+0, slew ``CLOCK_SLEW_PS``, no skew) at every flip-flop, gated or not, as a balanced clock tree
+makes it; an integrated clock gate's clock pin then sees the edge its insertion delay early (its
+clock-to-gated-clock arc at its load, and the gated net's buffer tree), and its enable's setup is
+checked against that (the clock-gating check, an endpoint like a flip-flop's data pin). Paths start at flip-flop outputs (clock-to-Q arc) and SRAM
 macro read data (the macro's access time), and end at flip-flop data pins (setup arc) and macro inputs (the macro's setup time). The
 design's memories have asynchronous reads; as macros they are read synchronously, the register
 that feeds the address taken into the macro (so the macro's clock starts the read path). Inputs
@@ -23,8 +26,9 @@ of the period: how much of the cycle it gets depends on the logic around the des
 Power: leakage is each cell's state-averaged liberty leakage plus the macros'. Dynamic power at
 frequency f is, per net toggle, the driving pin's internal energy (``toggle_energy_fj``: the mean of
 its rise and fall tables over its states, summed over the supply rails) plus C V^2 / 2 of the net's
-load, and per clock cycle each flip-flop's clock-pin internal energy (two toggles) and each macro's
-access energy times its access rate. The toggle rates
+load, and per clock cycle each flip-flop's clock-pin internal energy (two toggles; behind a clock
+gate, two times the share of cycles its enable is high: the gated clock's toggles, which also
+charge the gate's output and the gated net) and each macro's access energy times its access rate. The toggle rates
 come from the caller (``activity``: toggles per cycle of each net), by default one rate for all.
 """
 
@@ -34,6 +38,8 @@ from .netlist import NetlistError, find, flatten
 
 EDGES = ("rise", "fall")
 CLOCK_SLEW_PS = 20.0
+#: Share of cycles a clock gate's enable is high when no simulation says (OpenSTA's default duty).
+DEFAULT_DUTY = 0.5
 INPUT_SLEW_PS = 20.0
 #: A tree buffer drives at most this fraction of its max_capacitance (keeps its slew moderate).
 TREE_LOAD_FRACTION = 0.25
@@ -127,6 +133,39 @@ class Design:
             limit = None if kind == MACRO else library.cells[kind].pins[pin].max_capacitance
             if self.buffer and limit is not None and self.load.get(net, 0.0) > limit:
                 self.trees[net] = self._tree(self.load[net])
+
+    def gate_of(self, net):
+        """(cell index, liberty cell) of the clock gate whose gated clock is ``net``, else None."""
+        index = self.driver.get(net, (None,))[0]
+        if index is None or self.cells[index][1] == MACRO:
+            return None
+        cell = self.library.cells[self.cells[index][1]]
+        return (index, cell) if cell.clock_gate else None
+
+    def insertion_ps(self, gate):
+        """The delay from clock gate ``gate``'s clock pin to the clock pins its gated clock reaches:
+        its clock-to-gated-clock arc (rising, the ideal clock's slew in, its load) and the net's
+        buffer tree."""
+        _, kind, pins, _ = self.cells[gate]
+        cell = self.library.cells[kind]
+        net = dict(pins)[cell.clock_gate[2]]
+        load = self.driven_load(net, "rise")
+        arcs = [arc for arc in cell.pins[cell.clock_gate[2]].arcs
+                if arc.kind.startswith("combinational") and "rise" in arc.delay]
+        delay = max(arc.delay["rise"].lookup(slew=CLOCK_SLEW_PS, load=load) for arc in arcs)
+        slew = max(arc.slew["rise"].lookup(slew=CLOCK_SLEW_PS, load=load) for arc in arcs)
+        return self.through_tree(net, "rise", delay, slew)[0]
+
+    def clock_rate(self, net, duty):
+        """Toggles per cycle of clock net ``net``: 2 for the clock, times the duty (share of cycles
+        enabled, ``duty(enable net)``) of each clock gate on the way."""
+        gate = self.gate_of(net)
+        if gate is None:
+            return 2.0
+        index, cell = gate
+        clock, enable, _ = cell.clock_gate
+        pins = dict(self.cells[index][2])
+        return self.clock_rate(pins[clock], duty) * min(1.0, max(0.0, duty(pins[enable])))
 
     def net_name(self, net):
         """A name of global net ``net``, with its module's path below the top: an RTL name (flip-flop
@@ -224,7 +263,8 @@ def timing(design):
     # Arrival per net, per transition of the net ("rise"/"fall") and per source kind ("r": from a
     # register or macro, "i": from an input): (arrival, slew, (cell index, input net, its edge)).
     arrival = {"r": {}, "i": {n: {e: (0.0, INPUT_SLEW_PS, None) for e in EDGES} for n in design.inputs}}
-    comb, endpoints = [], []   # endpoints: (cell index, pin, net, setup tables by edge or fixed setup)
+    # endpoints: (cell index, pin, net, setup tables by edge or fixed setup, capture clock's arrival)
+    comb, endpoints = [], []
     for index, (module, kind, pins, _) in enumerate(cells):
         if kind == MACRO:
             for pin, net in pins:
@@ -232,8 +272,12 @@ def timing(design):
                 if role in MACRO_OUTPUTS:
                     arrival["r"][net] = {e: (design.macros.access_ps, CLOCK_SLEW_PS, (index, None, None)) for e in EDGES}
                 elif role not in MACRO_CLOCKS:
-                    endpoints.append((index, pin, net, design.macros.setup_ps))
-        elif lib[kind].sequential:
+                    endpoints.append((index, pin, net, design.macros.setup_ps, 0.0))
+        elif lib[kind].sequential or lib[kind].clock_gate:
+            # The clock tree is balanced: every flip-flop's clock, gated or not, arrives at the same
+            # time; a clock gate's clock pin then sees the edge its insertion delay earlier, and its
+            # enable must be set up by then (the clock-gating check). Its gated clock is not data.
+            clock_at = -design.insertion_ps(index) if lib[kind].clock_gate else 0.0
             for pin, net in pins:
                 p = lib[kind].pins.get(pin)
                 for arc in p.arcs if p else ():
@@ -244,7 +288,7 @@ def timing(design):
                                                            arc.slew[edge].lookup(slew=CLOCK_SLEW_PS, load=load))
                             _latest(arrival["r"], net, edge, at, slew, (index, None, None))
                     elif arc.kind == "setup_rising":
-                        endpoints.append((index, pin, net, arc.delay))
+                        endpoints.append((index, pin, net, arc.delay, clock_at))
         else:
             comb.append(index)
     order = _topological(design, comb)
@@ -274,10 +318,11 @@ def timing(design):
 
     def ends(tag):
         arr, found = arrival[tag], []
-        for index, _, net, check in endpoints:
+        for index, _, net, check, clock_at in endpoints:
             for edge, (at, slew, _) in arr.get(net, {}).items():
                 setup = check if isinstance(check, float) else check[edge].lookup(slew=slew, clock_slew=CLOCK_SLEW_PS)
-                found.append((at + setup, index, net, edge))
+                # An earlier capture clock (a clock gate's) leaves the data that much less time.
+                found.append((at + setup - clock_at, index, net, edge))
         found += [(at, None, net, edge) for net in design.outputs for edge, (at, _, _) in arr.get(net, {}).items()]
         return found
 
@@ -365,9 +410,11 @@ def _trace(design, arr, end):
     return steps[::-1]
 
 
-def power(design, frequency_ghz, activity, activity_note):
+def power(design, frequency_ghz, activity, activity_note, duty=lambda net: DEFAULT_DUTY):
     """Leakage and dynamic power per block (mW) at ``frequency_ghz``; ``activity(net)`` is the toggle
-    rate of a net (toggles per cycle), also the access rate of a macro."""
+    rate of a net (toggles per cycle), also the access rate of a macro; ``duty(net)`` the share of
+    cycles a clock gate's enable net is high. A clock pin and a gated clock net toggle at
+    ``Design.clock_rate``: twice a cycle, times the duty of each gate on the way."""
     lib, macros, volts = design.library.cells, design.macros, design.library.voltage
     leak, dyn, buffers = {}, {}, {}
     f = frequency_ghz * 1e9
@@ -386,17 +433,18 @@ def power(design, frequency_ghz, activity, activity_note):
                 if p is None:
                     continue
                 if p.clock:
-                    # The clock pin toggles twice a cycle whatever the data does.
-                    energy_fj += 2 * toggle_energy_fj(p, slew=CLOCK_SLEW_PS)
+                    # The clock pin toggles with its clock whatever the data does.
+                    energy_fj += design.clock_rate(net, duty) * toggle_energy_fj(p, slew=CLOCK_SLEW_PS)
                 elif p.direction == "output":
+                    rate = design.clock_rate(net, duty) if cell.clock_gate else activity(net)
                     load = design.load.get(net, 0.0)
                     n = design.tree_buffers(net)
                     if n:
                         buffers[block] = buffers.get(block, 0) + n
                         leak[block] += n * design.buffer.leakage * 1e-9
-                        energy_fj += activity(net) * design.tree_energy_fj(net)
+                        energy_fj += rate * design.tree_energy_fj(net)
                     internal = toggle_energy_fj(p, slew=INPUT_SLEW_PS, load=load)
-                    energy_fj += activity(net) * (internal + 0.5 * load * volts ** 2)
+                    energy_fj += rate * (internal + 0.5 * load * volts ** 2)
         dyn[block] = dyn.get(block, 0.0) + energy_fj * 1e-15 * f * 1e3
     return Power(leakage_mw=leak, dynamic_mw=dyn, frequency_ghz=frequency_ghz, activity=activity_note,
                  buffers=buffers)

@@ -71,6 +71,10 @@ def test_toggle_counts_of_a_hand_written_vcd(tmp_path):
     assert t.signals[top]["q"] == (0, [4, 2, 2, 0])
     assert t.signals[top]["en"] == (0, [1])
     assert t.signals[top + ("sub",)]["r"] == (0, [1, 2])
+    # The share of the trace's time (#0 to #25) a one-bit signal is 1: en from #5, clk 5 to 10 and 15
+    # to 20; none for the buses.
+    assert t.high[top]["en"] == {0: pytest.approx(20 / 25)} and t.high[top]["clk"] == {0: pytest.approx(10 / 25)}
+    assert "q" not in t.high[top] and "r" not in t.high.get(top + ("sub",), {})
     assert t.scope_of("top") == top
     assert activity.Toggles.from_json(t.to_json()) == t
 

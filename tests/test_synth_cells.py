@@ -377,6 +377,119 @@ def test_power_with_known_activity_equals_a_hand_computation(tmp_path, cell_text
     assert p.dynamic_mw["top"] == pytest.approx(expected_mw, rel=1e-9)
 
 
+# Clock gating -------------------------------------------------------------------------------------
+
+ICG = "ICGx1_ASAP7_75t_R"
+
+#: A clock gate whose enable comes from flip-flop e; its gated clock g clocks a bank of two
+#: flip-flops loaded from the input a (no register-to-register path but the enable's).
+GATED_INSTANCES = [(DFF, dict(CLK="clk", D="a", QN="en")), (ICG, dict(CLK="clk", ENA="en", SE="$false", GCLK="g")),
+                   (DFF, dict(CLK="g", D="a", QN="y1")), (DFF, dict(CLK="g", D="a", QN="y2"))]
+
+
+def _gated_design(tmp_path):
+    (tmp_path / "gated.blif").write_text(_blif(GATED_INSTANCES, ["clk", "a"], ["y1", "y2"]))
+    models = read_blif(tmp_path / "gated.blif", gates=False)
+    return models, sta.Design(models, "top", lambda m: m, read(cells.ASAP7_LIBERTIES), sram.fit())
+
+
+def _gate_rise(body, slew, load):
+    """(delay, slew) of the clock gate's gated clock rising after its clock rises: the arc with a rise table."""
+    for _, timing in _groups(_pin(body, "GCLK"), "timing"):
+        if re.search(r"\bcell_rise\b", timing):
+            out = []
+            for name in ("cell_rise", "rise_transition"):
+                idx, values = _table(dict(_groups(timing, name))["delay_template_7x7"])
+                f = RegularGridInterpolator(idx, values, bounds_error=False, fill_value=None)
+                out.append(float(f([[slew, load]])[0]))
+            return tuple(out)
+    raise AssertionError("no rising arc into GCLK")
+
+
+def test_clock_gates_are_read_from_the_liberty(cell_text):
+    lib = read(cells.ASAP7_LIBERTIES)
+    gates = {name for name, body in cell_text.items() if "clock_gating_integrated_cell" in body}
+    assert gates and cells.clock_gates(lib) == tuple(sorted(gates))
+    icg = lib.cells[ICG]
+    assert icg.clock_gate == ("CLK", "ENA", "GCLK") and not icg.sequential
+    assert icg.area == pytest.approx(_area(cell_text[ICG]))
+    assert icg.pins["CLK"].clock and icg.pins["ENA"].capacitance == pytest.approx(_cap(cell_text[ICG], "ENA"))
+    # Usable by clockgate only: the default technology keeps them, ABC and dfflibmap are told not to.
+    assert not any(fnmatch.fnmatchcase(ICG, p) for p in cells.technology().dont_use)
+    script = cells.cells_script("top", ["x.lib"], set(), True, (), 8, (ICG,))
+    assert "clockgate -min_net_size 8 -liberty x.lib" in script
+    assert f"dfflibmap -dont_use {ICG}" in script and f"-dont_use {ICG} -liberty x.lib" in script.split("abc ")[1]
+    assert "clockgate" not in cells.cells_script("top", ["x.lib"], set(), True, (), 0, (ICG,))
+
+
+def test_sta_through_a_clock_gate_equals_the_hand_computation(tmp_path, cell_text):
+    """The flip-flops behind the gate are clocked on time (a balanced tree); the gate's clock pin sees
+    the edge its insertion delay early (clock to gated clock at 20 ps in, loaded by the bank's clock
+    pins), and the enable must be set up by then: clock-to-QN of e into the enable pin + the enable's
+    setup + the insertion delay."""
+    _, design = _gated_design(tmp_path)
+    t = sta.timing(design)
+    dff, icg = cell_text[DFF], cell_text[ICG]
+    insertion, _ = _gate_rise(icg, 20.0, 2 * _cap(dff, "CLK", "rise"))
+
+    def check(edge):
+        d_q = _lookup(dff, "QN", "CLK", "rising_edge", f"cell_{edge}", 20.0, _cap(icg, "ENA", edge))
+        s_q = _lookup(dff, "QN", "CLK", "rising_edge", f"{edge}_transition", 20.0, _cap(icg, "ENA", edge))
+        setups = [_lookup_group(timing, f"{edge}_constraint", s_q, 20.0)
+                  for _, timing in _groups(_pin(icg, "ENA"), "timing") if re.search(r"setup_rising;", timing)]
+        return d_q, max(setups)
+
+    edge = max(("rise", "fall"), key=lambda e: sum(check(e)))
+    d_q, setup = check(edge)
+    expected = d_q + setup + insertion
+    print(f"hand: clk->QN {d_q:.3f} + ENA setup {setup:.3f} + insertion {insertion:.3f} = {expected:.3f} ps")
+    assert t.critical_ps == pytest.approx(expected, rel=1e-9)
+    assert [s.cell for s in t.path] == [DFF, ICG] and t.path[-1].delay_ps == pytest.approx(setup + insertion)
+    assert design.insertion_ps(1) == pytest.approx(insertion, rel=1e-9)
+    # The bank's inputs are timed on the ideal clock, as without the gate.
+    d_in = max(_lookup(dff, "D", "CLK", "setup_rising", f"{e}_constraint", 20.0, 20.0) for e in ("rise", "fall"))
+    assert t.io_ps >= d_in
+
+
+def _lookup_group(timing, name, x1, x2):
+    (tbl,) = [b for _, b in _groups(timing, name)]
+    idx, values = _table(tbl)
+    f = RegularGridInterpolator(idx, values, bounds_error=False, fill_value=None)
+    return float(f([[x1, x2]])[0])
+
+
+def test_gated_bank_power_equals_a_hand_computation(tmp_path, cell_text):
+    """The enable is high a quarter of the time: the bank's clock pins and the gated clock net toggle
+    2 x 0.25 times a cycle, the gate's own clock pin twice; data nets as given; at 2.5 GHz."""
+    models, design = _gated_design(tmp_path)
+    en, g, y1 = (find(design.parent, models["top"].nets[name]) for name in ("en", "g", "y1"))
+    rates = {en: 0.1, y1: 0.05}
+    p = sta.power(design, 2.5, lambda net: rates.get(net, 0.0), "known", {en: 0.25}.get)
+    volts = float(re.search(r"nom_voltage\s*:\s*([\d.]+)", _text(cells.ASAP7_LIBERTIES[0].name)).group(1))
+    dff, icg = cell_text[DFF], cell_text[ICG]
+    load_en, load_g = _cap(icg, "ENA"), 2 * _cap(dff, "CLK")
+    e_clk = _toggle_energy(dff, "CLK", 20.0)
+    energy = (2 * e_clk + 0.1 * (_toggle_energy(dff, "QN", 20.0, load_en) + 0.5 * load_en * volts ** 2)
+              + 2 * _toggle_energy(icg, "CLK", 20.0)
+              + 0.5 * (_toggle_energy(icg, "GCLK", 20.0, load_g) + 0.5 * load_g * volts ** 2)
+              + 2 * 0.5 * e_clk + 0.05 * _toggle_energy(dff, "QN", 20.0))
+    expected = {"top": energy * 1e-15 * 2.5e9 * 1e3}
+    print(f"hand: {energy:.4f} fJ per cycle -> {expected['top']:.5f} mW")
+    assert p.dynamic_mw == pytest.approx(expected, rel=1e-9)
+    assert cells.gated(design) == {"clock_gates": 1, "gated_flops": 2, "enables": {en}}
+
+
+@pytest.mark.parametrize("option,value,message", [("--clock-gating", "maybe", "--clock-gating must be one of on, off"),
+                                                  ("--gate-min-flops", "0", "--gate-min-flops must be a positive")])
+def test_bad_clock_gating_is_one_line_and_exit_2(tmp_path, capsys, option, value, message):
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "--design", DESIGN, "--W", "8", "--L", "2", option, value, "--out", str(tmp_path / "out"),
+              "--work-dir", str(tmp_path / "work")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
 def test_unmapped_cell_is_named(tmp_path):
     (tmp_path / "u.blif").write_text(".model top\n.inputs a\n.outputs y\n.subckt $_NOT_ A=a Y=y\n.end\n")
     with pytest.raises(NetlistError, match=r"unmapped cell \$_NOT_ in module top"):

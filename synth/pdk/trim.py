@@ -2,10 +2,10 @@
 synth/pdk/asap7/ (run from the repository: ``python synth/pdk/trim.py /path/to/asap7``).
 
 Kept: every combinational cell whose liberty text is under ``MAX_CELL_CHARS`` and the plain
-positive- and negative-edge D flip-flops (with and without asynchronous set/reset). Dropped: the
-three-level AO/OA cells with 3x3 inputs (their power tables alone are megabytes and ABC rarely
-picks them), scan flip-flops and clock gates (the flow inserts neither) and latches (the design
-has none). The FakeRAM macro models are copied whole: deca.synth.sram calibrates on them.
+positive- and negative-edge D flip-flops (with and without asynchronous set/reset) and the integrated
+clock gates (ICG, for ``clockgate``). Dropped: the three-level AO/OA cells with 3x3 inputs (their
+power tables alone are megabytes and ABC rarely picks them), scan flip-flops (the flow inserts none)
+and latches (the design has none). The FakeRAM macro models are copied whole: deca.synth.sram calibrates on them.
 """
 
 import gzip
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 MAX_CELL_CHARS = 250_000
-DROP = re.compile(r"^(SDF|ICG|DHL|DLL)")
+DROP = re.compile(r"^(SDF|DHL|DLL)")
 OUT = Path(__file__).with_name("asap7")
 CELL = re.compile(r"^\s*cell\s*\(\s*\"?(\w+)\"?\s*\)", re.M)
 
