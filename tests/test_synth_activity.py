@@ -159,6 +159,18 @@ def test_rates_by_name_and_module_average(tmp_path, library):
     assert named == pytest.approx(2 / 5)
 
 
+def test_duties_of_traced_one_bit_nets(tmp_path, library):
+    """A net named like a traced one-bit signal gets its share of time at 1 (a clock gate's enable);
+    the bits of buses and untraced nets get none (the power takes its default for them)."""
+    text = TINY.replace(".inputs clk a\n", ".inputs clk a en\n").replace(
+        ".subckt top.quiet", f".subckt {INV} A=en Y=_3_\n.subckt top.quiet")
+    design = _design(tmp_path, library, text)
+    path = tmp_path / "hand.vcd"
+    path.write_text(HAND_VCD)
+    duties = activity.net_duties(design, activity.count_toggles(path))
+    assert duties == {_net(design, "top", "en"): pytest.approx(20 / 25), _net(design, "top", "clk"): pytest.approx(0.4)}
+
+
 # Bad input ----------------------------------------------------------------------------------------
 
 

@@ -451,6 +451,33 @@ def test_sta_through_a_clock_gate_equals_the_hand_computation(tmp_path, cell_tex
     assert t.io_ps >= d_in
 
 
+@pytest.mark.skipif(shutil.which("sta") is None,
+                    reason="OpenSTA (sta) is not installed (scripts/bootstrap.sh installs it)")
+def test_clock_gating_check_against_opensta(tmp_path):
+    """OpenSTA on the gated netlist with the flow's SDC (the gate's clock pin early by the insertion
+    delay, its gated clock on time) finds the clock-gating check as the worst path, at our time."""
+    from deca.synth import signoff
+
+    _, design = _gated_design(tmp_path)
+    t = sta.timing(design)
+    libs = []
+    for path in cells.ASAP7_LIBERTIES:
+        libs.append(path.name.removesuffix(".gz"))
+        (tmp_path / libs[-1]).write_bytes(gzip.decompress(path.read_bytes()))
+    (tmp_path / signoff.NETLIST_V).write_text(signoff.verilog_netlist(design))
+    (tmp_path / signoff.SDC).write_text(signoff.sdc(400.0) + signoff.gate_latencies(design))
+    (tmp_path / signoff.MACROS_LIB).write_text(signoff.macro_liberty([], sram.fit()))
+    (tmp_path / signoff.SCRIPT).write_text(signoff.script("top", libs))
+    import subprocess
+
+    out = subprocess.run(["sta", "-no_splash", "-exit", signoff.SCRIPT], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120).stdout
+    found = signoff.parse(out, 400.0)
+    print(out)
+    assert found["groups"]["clk"]["end"] == signoff.gate_instance(1)
+    assert found["critical_ps"] == pytest.approx(t.critical_ps, abs=0.01)
+
+
 def _lookup_group(timing, name, x1, x2):
     (tbl,) = [b for _, b in _groups(timing, name)]
     idx, values = _table(tbl)
