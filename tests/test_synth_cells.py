@@ -667,7 +667,8 @@ def test_cache_invalidates_when_the_library_changes(results, synth_dir, tmp_path
         shutil.copyfile(path, tmp_path / path.name)
         copies.append(tmp_path / path.name)
     # The same library in other files: the cache answers.
-    same = cells.Technology("asap7", tuple(copies), dont_use=cells.ASAP7_DONT_USE)
+    same = cells.Technology("asap7", tuple(copies), dont_use=cells.ASAP7_DONT_USE,
+                            gate_min_flops=cells.DEFAULT_GATE_MIN_FLOPS)
     assert flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same) == results[8, 2]
     # One cell's area changed: synthesized again.
     first = copies[0]
@@ -675,9 +676,12 @@ def test_cache_invalidates_when_the_library_changes(results, synth_dir, tmp_path
     first.write_bytes(gzip.compress(re.sub(r"area : ([\d.]+);", r"area : 1\1;", text, count=1).encode()))
     with pytest.raises(AssertionError, match="Yosys ran"):
         flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=same)
-    # The macro rule and the cells left out are part of the key as well.
-    for other in (cells.Technology("asap7", cells.ASAP7_LIBERTIES, min_macro_bits=2048, dont_use=cells.ASAP7_DONT_USE),
-                  cells.Technology("asap7", cells.ASAP7_LIBERTIES)):
+    # The macro rule, the cells left out and the clock gating are part of the key as well.
+    gated = cells.DEFAULT_GATE_MIN_FLOPS
+    for other in (cells.Technology("asap7", cells.ASAP7_LIBERTIES, min_macro_bits=2048, dont_use=cells.ASAP7_DONT_USE,
+                                   gate_min_flops=gated),
+                  cells.Technology("asap7", cells.ASAP7_LIBERTIES, gate_min_flops=gated),
+                  cells.Technology("asap7", cells.ASAP7_LIBERTIES, dont_use=cells.ASAP7_DONT_USE)):
         with pytest.raises(AssertionError, match="Yosys ran"):
             flow.synthesize(8, 2, DESIGN, synth_dir / "work", cache_dir=synth_dir / "cache", tech=other)
 
