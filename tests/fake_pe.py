@@ -42,8 +42,9 @@ class FakePE:
         p, out = self.ports, dict.fromkeys(self.ports.outputs, 0)
         for i, loader in enumerate(self.loaders):
             out[f"tepl_req__{i}__ready"] = int(loader is None)
-        if self.reads:
-            self.tag = min(set(range(1 << p.tag_bits)) - set(self.tags))
+        free = set(range(1 << p.tag_bits)) - set(self.tags)
+        if self.reads and free:  # like the PE, no request while every tag is at the memory
+            self.tag = min(free)
             out["mem_req__valid"] = 1
             out["mem_req__payload"] = p.mem_req.pack({"addr": self.reads[0][1], "tag": self.tag})
         if self.prefetches:
