@@ -26,13 +26,13 @@ Everything but the control registers runs in the local ``datapath`` domain: the 
 and as reset a flip-flop copy of ``rst``, so that the input reaches that flip-flop and the
 registers alone, not the tens of thousands of flip-flops behind it (its buffer tree made the
 input the PE's slowest path). The datapath leaves reset a cycle after ``rst`` falls; in that
-cycle the ports are closed as in a squash's (no ``ready``, no ``valid``).
+cycle the ports are closed (no ``ready``, no ``valid``).
 """
 
 import operator
 from functools import reduce
 
-from amaranth.hdl import Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Module, Mux, ResetInserter, ResetSignal, Signal
+from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Mux, ResetInserter, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -178,8 +178,6 @@ class PE(wiring.Component):
         reset_copy, ports_open = Signal(reset_less=True), Signal(init=1, reset_less=True)
         m.d.sync += [reset_copy.eq(ResetSignal()), ports_open.eq(~ResetSignal())]
         m.d.comb += [datapath.clk.eq(ClockSignal()), datapath.rst.eq(reset_copy)]
-        closed = Signal()  # the ports: in a squash's cycle, and while the datapath is being reset
-        m.d.comb += closed.eq(squash | ~ports_open)
         m.submodules.regs = regs = Control(self.registers)
         wiring.connect(m, wiring.flipped(self.cfg), regs.bus)
         # A Loader unit holds one tile: each loader is ``contexts`` of them, its tile contexts,
@@ -209,15 +207,15 @@ class PE(wiring.Component):
             return q
 
         orders = {name: order_fifo(f"{name}_order") for name in ("vop", "value", "scale")}
-        self._requests(m, loaders, orders, regs, tout, closed, ports_open)
+        self._requests(m, loaders, orders, regs, tout, ports_open)
         self._pipeline_inputs(m, loaders, orders, pipeline)
-        waiting_completion = self._completions(m, pipeline, tout, closed)
-        self._memory(m, loaders, orders["value"], closed)
+        waiting_completion = self._completions(m, pipeline, tout, ports_open)
+        self._memory(m, loaders, orders["value"], ports_open)
         self._status(m, per_port, orders, pipeline, regs,
                      busy=tout.busy | tout.accept | waiting_completion)
         return m
 
-    def _requests(self, m, loaders, orders, regs, tout, closed, ports_open):
+    def _requests(self, m, loaders, orders, regs, tout, ports_open):
         """The ports feed the request queue, a request a cycle (the lowest port wins a tie), while it
         and TOut's records have room; an accepted request is registered, and enters the queue, TOut's
         records and the prefetcher's view in the next cycle. The queue's head moves to the first idle tile context (of any loader), which
@@ -225,11 +223,13 @@ class PE(wiring.Component):
         one only when scaling) learn the context. A context's failure marks the record of its
         request.
 
-        ``ready`` comes from flip-flops, but for the tie: a lower port's ``valid`` clears a higher
-        port's ``ready`` in the same cycle (one gate), and ``squash`` clears every ``ready``. A
-        request moved in a squash's cycle is dropped by the resets of everything it enters (context,
-        order FIFOs, TOut) and not shown to the prefetcher, so ``squash`` does not gate the move:
-        that kept the input on a path through the contexts' queue starts."""
+        ``ready`` comes from flip-flops alone, the same on every port: no input reaches it in its
+        cycle (the SDC gives an input-to-output path no time). The tie and the squash act on what is
+        taken instead: a port's request is taken when its ``valid`` and ``ready`` are high, no lower
+        port's ``valid`` is, and ``squash`` is low. A request moved in a squash's cycle is dropped
+        by the resets of everything it enters (context, order FIFOs, TOut) and not shown to the
+        prefetcher, so ``squash`` does not gate the move: that kept the input on a path through the
+        contexts' queue starts."""
         squash = self.squash
         request_layout = self.tepl_req[0].payload.shape()
         queue = RegisterQueue(request_layout, request_queue_entries(self.loaders))
@@ -242,11 +242,13 @@ class PE(wiring.Component):
         pending, entry = Signal(), Signal(request_layout)
         depth = request_queue_entries(self.loaders)
         room = Mux(taken.any(), queue.level < depth - 1, queue.level < depth)
-        taken_before = Const(0)
+        ready = Signal()
+        m.d.comb += ready.eq(room & tout.room & ports_open)
+        valid_before = squash
         for p, port in enumerate(self.tepl_req):
-            m.d.comb += port.ready.eq(room & tout.room & ~taken_before & ~closed)
-            m.d.datapath += [held[p].eq(port.payload), taken[p].eq(port.valid & port.ready)]
-            taken_before = taken_before | port.valid
+            m.d.comb += port.ready.eq(ready)
+            m.d.datapath += [held[p].eq(port.payload), taken[p].eq(port.valid & ready & ~valid_before)]
+            valid_before = valid_before | port.valid
         for p in reversed(range(self.loaders)):
             with m.If(taken[p]):
                 m.d.comb += entry.eq(held[p])
@@ -322,21 +324,23 @@ class PE(wiring.Component):
             wiring.connect(m, mux.out, slice_.i)
             wiring.connect(m, slice_.o, getattr(pipeline, name))
 
-    def _completions(self, m, pipeline, tout, closed):
+    def _completions(self, m, pipeline, tout, ports_open):
         """Chunks into TOut's buffer ring, completions in request order through the response
-        register; ``squash`` gates the port in its own cycle. Returns: a beat is in that register."""
+        register. A beat offered in a squash's cycle is not delivered (the core does not take it,
+        and the squash resets the register), but ``squash`` does not gate ``valid``: no input
+        reaches an output in its cycle. Returns: a beat is in that register."""
         wiring.connect(m, pipeline.out, tout.chunks)
         resp = OutputBuffer(tout.resp.payload.shape())
         m.submodules.tepl_resp_reg = in_datapath(ResetInserter(self.squash)(resp))
         wiring.connect(m, tout.resp, resp.i)
         m.d.comb += [
             self.tepl_resp.payload.eq(resp.o.payload),
-            self.tepl_resp.valid.eq(resp.o.valid & ~closed),
-            resp.o.ready.eq(self.tepl_resp.ready & ~closed),
+            self.tepl_resp.valid.eq(resp.o.valid & ports_open),
+            resp.o.ready.eq(self.tepl_resp.ready & ports_open & ~self.squash),
         ]
         return resp.o.valid
 
-    def _memory(self, m, loaders, value_order, closed):
+    def _memory(self, m, loaders, value_order, ports_open):
         """Line reads: the context of the oldest request whose values are still to flow first, then
         the next ones in order (wrapping around); the tag's top bits name the context, whose
         responses they route back."""
@@ -356,7 +360,7 @@ class PE(wiring.Component):
         index = reduce(operator.or_, (Mux(pick[i], i, 0) for i in range(n)))
         # Requests leave from registers (the port's ready only moves the buffer's pointers); a
         # squash does not drop one there, nor one moving into it, since its tag-table entry waits
-        # for the response (stale): ``squash`` only gates the port, in its own cycle.
+        # for the response (stale): a squash leaves the port alone.
         req = OutputBuffer(self.mem_req.payload.shape())
         m.submodules.mem_req_reg = in_datapath(req)
         m.d.comb += [
@@ -366,8 +370,8 @@ class PE(wiring.Component):
             req.i.payload.tag.eq(Cat(reduce(operator.or_, (Mux(pick[i], ld.line_req.payload.tag, 0)
                                                            for i, ld in enumerate(loaders))), index)),
             self.mem_req.payload.eq(req.o.payload),
-            self.mem_req.valid.eq(req.o.valid & ~closed),
-            req.o.ready.eq(self.mem_req.ready & ~closed),
+            self.mem_req.valid.eq(req.o.valid & ports_open),
+            req.o.ready.eq(self.mem_req.ready & ports_open),
         ]
         # Responses enter a register first (every cycle: there is no ready), their tag decoded on
         # the way in: the context it names into one valid bit each, the loader's own tag into its
@@ -391,17 +395,19 @@ class PE(wiring.Component):
             ]
 
     def _status(self, m, per_port, orders, pipeline, regs, busy):
-        """Status, error record and performance counters; completions count as they leave the port.
-        ``busy``: some accepted TEPL is not completed."""
+        """Status, error record and performance counters; completions count as they leave the port
+        (not in a squash's cycle, whose beat is not delivered). ``busy``: some accepted TEPL is not
+        completed."""
         resp = self.tepl_resp
-        done = resp.valid & resp.ready & resp.payload.last
+        offered = resp.valid & ~self.squash
+        done = offered & resp.ready & resp.payload.last
         failed = resp.payload.error
         events = {
             "BUSY_CYCLES": busy,
             "VOPS": pipeline.vops.valid & pipeline.vops.ready,
             "BUBBLE_CYCLES": pipeline.bubble,
             "STARVE_CYCLES": pipeline.waiting & orders["vop"].r_rdy,
-            "BACKPRESSURE_CYCLES": self.tepl_resp.valid & ~self.tepl_resp.ready,
+            "BACKPRESSURE_CYCLES": offered & ~resp.ready,
             "TILES": done & ~failed,
             "ERRORS": done & failed,
             "SQUASHES": self.squash,

@@ -311,3 +311,53 @@ def test_a_reset_empties_the_pe_and_closes_its_ports_for_a_cycle_after(rst_cycle
     for after, next_ in zip(closed[0::2], closed[1::2]):
         assert after == dict.fromkeys(after, 0), after
         assert next_ == {"tepl_req__0__ready": 1, "tepl_req__1__ready": 1}, next_
+
+
+class ProbingBus:
+    """A Bus that, every ``every`` settles, complements each input in turn and records any output
+    that changes in the same cycle (the SDC gives an input-to-output path no time)."""
+
+    def __init__(self, bus, ports, every):
+        self.bus, self.ports, self.every = bus, ports, every
+        self.settles, self.probes, self.paths = 0, 0, set()
+
+    def set(self, name, value):
+        self.bus.set(name, value)
+
+    def get(self, name):
+        return self.bus.get(name)
+
+    async def settle(self):
+        self.settles += 1
+        if self.settles % self.every:
+            return
+        self.probes += 1
+        before = {name: self.bus.get(name) for name in self.ports.outputs}
+        for name in self.ports.inputs:
+            value = self.bus.get(name)
+            self.bus.set(name, value ^ ((1 << self.ports.widths[name]) - 1))
+            self.paths |= {(name, out) for out, was in before.items() if self.bus.get(out) != was}
+            self.bus.set(name, value)
+
+    async def tick(self):
+        await self.bus.tick()
+
+
+def test_no_input_reaches_an_output_in_its_cycle(seed):
+    """Every output comes from flip-flops: through squashes (each reissued TEPL presented again, a tie
+    on the ports), completions and memory traffic, complementing any input in a cycle changes no
+    output in that cycle."""
+    print(f"seed {seed}")
+    reused = ReusedPE.get(8, 4)
+    ports, probing = PePorts(), []
+
+    async def bench(ctx):
+        bus = ProbingBus(AmaranthBus(ctx, reused.dut), ports, every=5)
+        probing.append(bus)
+        await PROCEDURES["squash_recovery"](Bench(bus, {"W": 8, "L": 4, "seed": seed, "schemes": ["nvfp4"],
+                                                        "densities": [0.2], "codebook_sizes": []}, lambda *a: None))
+
+    reused.sim.run(bench)
+    (bus,) = probing
+    assert bus.probes > 50, bus.probes
+    assert not bus.paths, sorted(bus.paths)

@@ -44,15 +44,14 @@ class RequestPorts:
         return True
 
     def check_idle(self, out, cycle):
-        """Every loader is idle the cycle after a squash; a port may only look busy because a lower one wins."""
+        """Every loader is idle the cycle after a squash: every port is ready."""
         if not self.after_squash:
             return
         self.after_squash = False
         ready = [out[names["ready"]] for names in self.names]
-        for port, slot in enumerate(self.core.ports):
-            if not ready[port] and not any(self.core.ports[:port]):
-                raise ProtocolError(f"cycle {cycle}: the PE is not idle the cycle after a squash "
-                                    f"(tepl_req ready = {tuple(ready)})")
+        if not all(ready):
+            raise ProtocolError(f"cycle {cycle}: the PE is not idle the cycle after a squash "
+                                f"(tepl_req ready = {tuple(ready)})")
 
     def observe(self, out):
         """One request per cycle at most, the lowest port wins; returns whether one was accepted."""

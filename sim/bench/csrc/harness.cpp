@@ -698,12 +698,11 @@ void Engine::run(RunSpec* s) {
                 if (after_squash) {  // RequestPorts.check_idle
                     after_squash = false;
                     std::string readys;
-                    bool idle = true, lower_busy = false;
+                    bool idle = true;
                     for (int p = 0; p < s->loaders; p++) {
                         uint64_t r = port_get64(*req_ready[p]);
                         readys += (p ? ", " : "") + std::to_string(r);
-                        if (!r && !lower_busy) idle = false;
-                        lower_busy |= core.ports[p].second >= 0;
+                        idle &= r != 0;
                     }
                     if (!idle)
                         throw Failure{PROTOCOL, "cycle " + std::to_string(cycle) +
