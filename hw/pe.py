@@ -187,7 +187,8 @@ class PE(wiring.Component):
         loaders = [tile_context(self.W, self.L, tags=self.tags, sqq_bytes=self.sqq_bytes, contexts=n,
                                 addr_bits=self.addr_bits, id_bits=self.id_bits) for _ in range(self.loaders * n)]
         per_port = [loaders[p * n:(p + 1) * n] for p in range(self.loaders)]
-        pipeline = Pipeline(self.W, self.L)
+        # Kept: a testbench watches the pipeline's output beside the PE's ports (tests/test_hw_pe.py).
+        self.pipeline = pipeline = Pipeline(self.W, self.L)
         tout = TOut(self.W, self.id_bits, len(loaders), buffers=self.tout_buffers,
                     waiting=request_queue_entries(self.loaders) + 1)  # + 1: see ``TOut.room``
         m.submodules.pipeline = in_datapath(ResetInserter(squash)(pipeline))
