@@ -4,9 +4,10 @@ workloads (one by default, all under -m slow) in both modes and with squashes; a
 records with 1, 2 and 4 jobs; the same runs and the same failures (hang, wrong tile, memory
 protocol) as the Python Harness on the same simulator, through a rough core and memory
 (back-pressure, out-of-order responses, squashes, dropped and malformed requests); its build
-errors, the choice of its compiler and of its popcount. The records on the W = 32, L = 8 PE, whose
-Verilator builds (the cocotb one of tests/test_pe_rtl.py, the fast engine of the measurements) the
-other RTL tests share; the rest on the W = 8, L = 4 PE, whose fast engine ``deca verify``'s tests share.
+errors, the choice of its compiler (under -m slow) and of its popcount. The records on the W = 32,
+L = 8 PE, whose Verilator builds (the cocotb one of tests/test_pe_rtl.py, the fast engine of the
+measurements) the other RTL tests share; the rest on the W = 8, L = 4 PE, whose fast engine
+``deca verify``'s tests share.
 """
 
 import asyncio
@@ -210,6 +211,7 @@ def test_build_errors_name_the_error_and_the_file(tmp_path, monkeypatch):
     assert model.stat().st_mtime_ns == built  # a changed harness recompiled only itself
 
 
+@pytest.mark.slow  # two more builds of the engine's runtime (20 s)
 def test_the_compiler_is_chosen_and_keys_the_build(tmp_path, monkeypatch):
     ports = SimpleNamespace(inputs=(), outputs=())
     verilog = tmp_path / "tiny.v"

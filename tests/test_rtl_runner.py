@@ -139,7 +139,9 @@ def test_a_failing_cocotb_test_fails(sim, tiny):
         run_tiny(sim, tiny, testcase="fails_on_purpose", run_name="fail")
 
 
-@pytest.mark.parametrize("sim", SIMULATORS)
+#: Verilator's second build, with tracing (20 s), under -m slow.
+@pytest.mark.parametrize("sim", [pytest.param(sim, marks=pytest.mark.slow) if sim == "verilator" else sim
+                                 for sim in SIMULATORS])
 def test_waves_next_to_the_plain_build(sim, tiny):
     plain = run_tiny(sim, tiny, testcase="registers", run_name="plain").parent.parent
     results = run_tiny(sim, tiny, params={"sim": sim, "seed": 0}, testcase="bus_timing", run_name="waves", waves=True)

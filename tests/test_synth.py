@@ -94,6 +94,7 @@ def test_blocks_partition_the_design(results):
     assert sum(paper_split(r).values()) == pytest.approx(1)
 
 
+@pytest.mark.slow  # Yosys on the flattened netlist (20 s); tests/test_synth_netlist.py checks the depths on small ones
 def test_depth_is_yosys_ltp_on_the_flattened_netlist(results, synth_dir):
     """The depths computed from the hierarchical netlist equal Yosys's own ``ltp -noff`` on that
     netlist flattened, for the whole design and with each block's modules selected."""
