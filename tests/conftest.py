@@ -58,13 +58,13 @@ def generated():
     return get
 
 
-#: The test files that take longest (in this order, from the durations of a default run of commit
-#: e00b661 in a fresh clone), sent first to
-#: the test processes (``scripts/test.sh``: pytest-xdist, a file to one process, in collection
-#: order with ``--no-loadscope-reorder``): started last, a long file would keep one process busy
-#: while the other has nothing left to run.
-LONGEST_FILES = ("test_pe_rtl.py", "test_hw_pe.py", "test_engine.py", "test_synth_cells.py", "test_verilog.py",
-                 "test_rtl_runner.py", "test_synth.py", "test_formal.py", "test_hw_datapath.py", "test_hw_prefetcher.py",
+#: The test files that take longest (in this order, from the durations of a default run in a fresh
+#: clone; test_engine.py early, as it builds the W = 8, L = 4 fast engine that other files wait for),
+#: sent first to the test processes (``scripts/test.sh``: pytest-xdist, a file to one process, in
+#: collection order with ``--no-loadscope-reorder``): started last, a long file would keep one
+#: process busy while the other has nothing left to run.
+LONGEST_FILES = ("test_pe_rtl.py", "test_engine.py", "test_hw_pe.py", "test_synth_cells.py", "test_verilog.py",
+                 "test_formal.py", "test_hw_datapath.py", "test_rtl_runner.py", "test_synth.py", "test_hw_prefetcher.py",
                  "test_hw_blocks.py")
 
 
