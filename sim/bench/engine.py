@@ -49,7 +49,7 @@ ENGINE_ROOT = BUILD_ROOT.parent / "engine"
 #: L = 8 PE compiled by clang++ 14 ran 1.4x the cycles per CPU second of g++ 12's, both at -O2, and
 #: compiled in 33 s against 80 s (docs/engine.md).
 ENGINE_CXX = ("clang++", "c++")
-#: The Verilated model's hot code (OPT_FAST; with g++ -Os runs 25% slower, -O3 -march=native no faster) and
+#: The Verilated model's hot code (OPT_FAST; with g++ -Os runs 25% slower, -O3 or profile-guided no faster) and
 #: Verilator's runtime (OPT_GLOBAL); its run-once code (OPT_SLOW) stays unoptimized, which compiles
 #: faster. -fPIC: it goes into a shared library.
 MODEL_MAKEFLAGS = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2")
