@@ -19,6 +19,9 @@ DATA_BITS = 32
 #: Cycles from ``cfg__addr`` to its register on ``cfg__rdata``: the address's two registers (the
 #: second gives LUT_DATA's synchronous read of the LUT its cycle), then ``rdata``'s.
 READ_LATENCY = 3
+#: PREFETCH.DEGREE's reset value, and the benches' default: 8 tiles ahead, not the paper's 5, as at
+#: 5% density the paper's let the TMUL wait for lines asked for too late (docs/measuring.md).
+PREFETCH_DEGREE = 8
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def registers(W=0, L=0, tag_bits=0, sqq_log2=0, id_bits=0, loaders=LOADERS):
             Field("SCALE_GROUP", 8, 1, "0: g = 32, 1: g = 16"),
         )),
         Register("PREFETCH", 0x02, "RW", "prefetcher", (
-            Field("DEGREE", 0, 4, "tiles ahead to prefetch, 0 turns prefetching off", 5),
+            Field("DEGREE", 0, 4, "tiles ahead to prefetch, 0 turns prefetching off", PREFETCH_DEGREE),
         )),
         Register("LUT_INDEX", 0x03, "RW", "logical LUT entry that LUT_DATA reads and writes", (
             Field("INDEX", 0, 8, f"entry 0..{LUT_ENTRIES - 1}"),

@@ -15,7 +15,7 @@ from deca.golden import compress
 from deca.golden.format import TILE_ELEMS
 from deca.hw.layouts import ErrorReason
 from deca.hw.params import CONTEXTS, SQQ_BYTES, TAGS, TOUT_BUFFERS
-from deca.hw.registers import field_of
+from deca.hw.registers import PREFETCH_DEGREE, field_of
 from deca.sim.model.bubbles import tile_cycles
 
 from .bus import idle_cycles
@@ -33,7 +33,7 @@ DEFAULTS = {
     "schemes": None, "densities": [1, 0.5, 0.2, 0.05, 0], "shape": [32, 64], "codebook_sizes": [5, 100, 200],
     "extra_densities": {"bf16": [0.97]},
     "aligns": [1, 64, 2, 16],  # memory_image alignment, one workload after another
-    "prefetch_degree": 5,
+    "prefetch_degree": PREFETCH_DEGREE,
     "core": {"resp_backpressure": 0.2},
     "memory": {"miss_latency": [20, 80], "hit_latency": [3, 12], "bytes_per_cycle": 48, "reorder": True,
                "req_backpressure": 0.1, "pf_backpressure": 0.3},

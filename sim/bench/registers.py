@@ -1,7 +1,7 @@
 """Register access over the PE's ``cfg`` bus (every helper starts and ends at the start of a cycle)."""
 
 from deca.hw.layouts import config_fields
-from deca.hw.registers import COUNTERS, READ_LATENCY, REGISTER_ADDR, field_value
+from deca.hw.registers import COUNTERS, PREFETCH_DEGREE, READ_LATENCY, REGISTER_ADDR, field_value
 
 
 async def write_reg(bus, name, value):
@@ -48,7 +48,7 @@ def config_word(config):
                                     for name, value in config_fields(config).items()})
 
 
-async def configure(bus, config, prefetch_degree=5):
+async def configure(bus, config, prefetch_degree=PREFETCH_DEGREE):
     """Write CONFIG, the LUT entries the codebook uses (none when Q = 16) and PREFETCH.DEGREE."""
     await write_reg(bus, "CONFIG", config_word(config))
     if config.q_bits != 16:

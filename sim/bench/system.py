@@ -4,6 +4,7 @@
 
 from dataclasses import asdict, dataclass
 
+from deca.hw.registers import PREFETCH_DEGREE
 from deca.sim.model.platform import TMUL_CYCLES, get_platform
 from deca.sim.model.roof import tile_ops_per_weight_tile
 
@@ -31,7 +32,7 @@ class System:
     link_latency: int = LINK_LATENCY
     tepl_queue: int = TEPL_QUEUE
     batch: int = 1
-    prefetch_degree: int = 5
+    prefetch_degree: int = PREFETCH_DEGREE
     squash_prob: float = 0.0  # TEPL mode: chance per cycle with a TEPL in flight of a squash (all reissued)
 
     def __post_init__(self):

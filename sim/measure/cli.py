@@ -13,6 +13,7 @@ from deca.args import add_storage_arguments, number_list, storage
 from deca.errors import UsageError
 from deca.golden import SCHEMES, load
 from deca.hw.params import LOADER_CHOICES, LOADERS, loader_counts
+from deca.hw.registers import PREFETCH_DEGREE
 from deca.sim.bench.cores import LINK_LATENCY, MODES, TEPL_QUEUE
 from deca.sim.bench.system import HIT_LATENCY, MISS_LATENCY, system
 from deca.sim.model.platform import PRESETS
@@ -28,7 +29,7 @@ TABLE4_NOTE = (
     "90 bytes, and the loaders bound the rate. Each loader holds two tiles (its tile contexts), so the "
     "next tile's mask and values come from L2 while the previous one is in the pipeline; a context keeps "
     "its TEPL until its tile has left its queues (about 48 cycles at 5% density), and TOut streams the "
-    "completion rows on its own. With --loaders 3 or 4 a prefetch degree of 5 tiles no longer covers "
+    "completion rows on its own. With --loaders 3 or 4 the default prefetch degree no longer covers "
     "the memory latency (--prefetch-degree). The paper's DECA utilization evidently counts more than "
     "the dequantization stage's cycles, which is ours: (vOps + bubbles) / cycles.")
 
@@ -55,7 +56,8 @@ def _add_system(p, modes, sweep=False):
                    help=f"core-DECA latency each way in cycles (default {LINK_LATENCY})")
     g.add_argument("--tepl-queue", type=int, default=TEPL_QUEUE, help=f"TEPL queue entries (default {TEPL_QUEUE})")
     g.add_argument("--batch", type=int, default=1, help="batch N, 1..16 (default 1)")
-    g.add_argument("--prefetch-degree", type=int, default=5, help="PREFETCH.DEGREE, 0..15 (default 5, the paper's)")
+    g.add_argument("--prefetch-degree", type=int, default=PREFETCH_DEGREE,
+                   help=f"PREFETCH.DEGREE, 0..15 (default {PREFETCH_DEGREE}; the paper's 5)")
     g.add_argument("--squash-prob", type=float, default=0.0, metavar="P",
                    help="TEPL mode: squash (a mispredicted branch) with chance P per cycle with a TEPL in flight; "
                         "the aborted TEPLs are reissued (default 0)")
