@@ -29,8 +29,8 @@ TABLE4_NOTE = (
     "90 bytes, and the loaders bound the rate. Each loader holds two tiles (its tile contexts), so the "
     "next tile's mask and values come from L2 while the previous one is in the pipeline; a context keeps "
     "its TEPL until its tile has left its queues (about 48 cycles at 5% density), and TOut streams the "
-    "completion rows on its own. With --loaders 3 or 4 the default prefetch degree no longer covers "
-    "the memory latency (--prefetch-degree). The paper's DECA utilization evidently counts more than "
+    "completion rows on its own. With --loaders 3 or 4 a prefetch degree of 5 tiles (the paper's) no "
+    "longer covers the memory latency (--prefetch-degree). The paper's DECA utilization evidently counts more than "
     "the dequantization stage's cycles, which is ours: (vOps + bubbles) / cycles.")
 
 
