@@ -436,6 +436,31 @@ def table_synth_paper(records):
     return "\n".join(lines), "synth"
 
 
+def table_synth_power(records):
+    """Clock gates and power at 2.5 GHz (mW, leakage and dynamic) of each standard-cell design:
+    vectorless, each ``--activity`` workload's and the per-block maximum of the workloads."""
+    results = _synth_asic(records)
+    workloads = list(dict.fromkeys(w["workload"].split()[0] for r in results
+                                   for w in r.power.get("workloads", ())))
+    head = ["W", "L", "loaders", "clock gates (flip-flops)", "dropped for timing (flip-flops)", "vectorless mW",
+            *(f"{w} mW" for w in workloads), "maximum per block mW"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        p = r.power
+        mw = {w["workload"].split()[0]: sum(w["blocks_mw"].values()) for w in p.get("workloads", ())}
+        highest = {}
+        for w in p.get("workloads", ()):
+            for b, v in w["blocks_mw"].items():
+                highest[b] = max(highest.get(b, 0.0), v)
+        vectorless = sum(s.leakage_mw + s.vectorless_dynamic_mw for s in r.blocks.values())
+        lines.append("| " + " | ".join([
+            str(r.W), str(r.L), str(r.loaders), f"{p.get('clock_gates', 0):,} ({p.get('gated_flops', 0):,})",
+            f"{p.get('gates_dropped', 0):,} ({p.get('flops_ungated', 0):,})" if "gates_dropped" in p else "-",
+            f"{vectorless:.1f}", *(f"{mw[w]:.1f}" if w in mw else "-" for w in workloads),
+            f"{sum(highest.values()):.1f}" if highest else "-"]) + " |")
+    return "\n".join(lines), "synth"
+
+
 def _verify_runs(records, mutants):
     runs = [json.loads(p.read_text()) for p in sorted(records.folder("verify").glob("verify-*.json"))]
     return [r for r in runs if bool(r.get("mutant")) == mutants]
@@ -567,7 +592,8 @@ TABLES = {
     "golden-summary": (table_golden_summary, "golden"), "model-table": (table_model, "baseline"),
     "model-table2": (table_model_paper, None),
     "synth": (table_synth, "synth"), "synth-blocks": (table_synth_blocks, "synth"),
-    "synth-paper": (table_synth_paper, "synth"), "synth-signoff": (table_synth_signoff, "signoff"),
+    "synth-paper": (table_synth_paper, "synth"), "synth-power": (table_synth_power, "synth"),
+    "synth-signoff": (table_synth_signoff, "signoff"),
     "verify": (table_verify, "verify"),
     "verify-mutants": (table_verify_mutants, "verify"), "cluster": (table_cluster, "cluster"),
     "cluster-synth": (table_cluster_synth, "cluster"), "speed": (table_speed, "speed"),

@@ -4,6 +4,10 @@ The memories the macro rule picks (``deca.synth.sram``) stay ``$mem_v2`` cells (
 !deca_macro`` maps only the others to flip-flops); registers map with ``dfflibmap``, logic with ``abc
 -liberty``; ``stat -liberty`` gives each module's cell area, the macro model each macro's. Timing and
 power come from ``deca.synth.sta`` on the mapped netlist.
+
+Clock gating is timing-aware: the design is mapped with a gate on every bank of flip-flops sharing
+an enable, then mapped again from the same gates and flip-flops (``PREGATE``) without the gates
+whose enable check the mapped netlist's timing finds late, until none is (``GATING_ROUNDS``).
 """
 
 import fnmatch
@@ -21,7 +25,7 @@ from . import activity, memories, signoff, sram, sta
 from .blocks import BLOCK_NAMES, block_of
 from .liberty import LibertyError
 from .liberty import read as read_liberty
-from .netlist import NetlistError, read_blif
+from .netlist import CELL_NAME, NetlistError, read_blif
 from .stats import FF_CELL, NETLIST, BlockStats, _instances, _module_stats, _sha256, _strip
 from .tools import run_yosys, yosys_version
 
@@ -51,6 +55,10 @@ DEFAULT_ACTIVITY = 0.1
 #: on one or two flip-flops saves nothing.
 DEFAULT_GATE_MIN_FLOPS = 8
 GATING = ("on", "off")
+#: Mappings at most, each without the clock gates the one before found late: a gate whose enable
+#: cannot be set up before its clock pin's edge within the period (``PERIOD_PS``) is dropped, its
+#: flip-flops keep their enable multiplexers (whose select has the whole period, less the setup).
+GATING_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -108,26 +116,46 @@ def front_script(verilog, top):
                       "opt", "memory -nomap", "write_rtlil front.il"]) + "\n"
 
 
-def cells_script(top, liberties, macro_shapes, constrained, dont_use=(), gate_min_flops=0, gates=()):
+#: Every flip-flop gets an instance name of this pattern (% a number, unique in its module) before
+#: clock gating; the names stay through the mapping (``write_blif -cname``), so a later mapping can
+#: be told which flip-flops to leave ungated.
+FF_NAMES = "deca_ff%"
+#: The design down to gates and flip-flops, before clock gating and mapping (pass 2's output).
+PREGATE = "pregate.il"
+
+
+def cells_script(top, macro_shapes):
     """Pass 2: ``synth`` without its ABC run and with only the non-macro memories mapped to
-    flip-flops, then registers and logic mapped to the liberty cells but those of ``dont_use`` (ABC
-    with a delay target and, when ``constrained``, buffering and gate sizing against ``ABC_CONSTR``).
-    ``gate_min_flops``: each set of at least that many flip-flops sharing a clock and an enable gets a
-    clock gate (``clockgate``, the smallest of the library's, ``gates``), its flip-flops lose the enable."""
-    libs = " ".join(f"-liberty {name}" for name in liberties)
-    usable = " ".join([*(f"-dont_use {pattern}" for pattern in (*dont_use, *gates)), libs])
-    gating = [f"clockgate -min_net_size {gate_min_flops} {libs}"] if gate_min_flops and gates else []
-    abc = f"abc -D {TARGET_PS:g} " + (f"-constr {ABC_CONSTR} " if constrained else "") + usable
+    flip-flops, down to Yosys's gates, every flip-flop named (``FF_NAMES``), written as ``PREGATE``."""
     marks = [f"setattr -set deca_macro 1 t:$mem_v2 r:WIDTH={width} %i r:SIZE={words} %i r:RD_PORTS={reads} %i "
              f"r:WR_PORTS={writes} %i" for words, width, reads, writes in sorted(macro_shapes)]
     lines = ["read_rtlil front.il", f"synth -top {top} -noabc -run coarse:fine", *marks,
              "opt -fast -full", "memory_map -attr !deca_macro",
              # Each memory left in flip-flops keeps its own: the L LUT replicas hold the same entries,
              # and merged they would be one array instead of L physical read ports.
-             "setattr -set keep 1 n:$memory*", "opt -full", "techmap", "opt -fast", *gating,
-             f"dfflegalize -cell {FF_CELL} 01", f"dfflibmap {usable}", abc, "opt_clean",
-             f"tee -q -o stat.json stat {libs} -json", "rename -enumerate",
-             f"write_blif -icells -conn -impltf -param {NETLIST}"]
+             "setattr -set keep 1 n:$memory*", "opt -full", "techmap", "opt -fast",
+             f"rename -enumerate -pattern {FF_NAMES} t:$_DFF* t:$_SDFF* t:$_ALDFF*", f"write_rtlil {PREGATE}"]
+    return "\n".join(lines) + "\n"
+
+
+def map_script(liberties, constrained, dont_use=(), gate_min_flops=0, gates=(), ungated=None, netlist=NETLIST,
+               stat="stat.json"):
+    """Pass 3: ``PREGATE``'s registers and logic mapped to the liberty cells but those of ``dont_use``
+    (ABC with a delay target and, when ``constrained``, buffering and gate sizing against
+    ``ABC_CONSTR``), written as ``netlist`` and ``stat``. ``gate_min_flops``: each set of at least that
+    many flip-flops sharing a clock and an enable gets a clock gate (``clockgate``, the smallest of the
+    library's, ``gates``), its flip-flops lose the enable; but the flip-flops the selection file
+    ``ungated`` lists (``module/instance`` lines) keep theirs, as a multiplexer (``dffunmap``)."""
+    libs = " ".join(f"-liberty {name}" for name in liberties)
+    usable = " ".join([*(f"-dont_use {pattern}" for pattern in (*dont_use, *gates)), libs])
+    gating = []
+    if gate_min_flops and gates:
+        keep = [f"select -read {ungated}", "dffunmap -ce-only", "select -clear"] if ungated else []
+        gating = [*keep, f"clockgate -min_net_size {gate_min_flops} {libs}"]
+    abc = f"abc -D {TARGET_PS:g} " + (f"-constr {ABC_CONSTR} " if constrained else "") + usable
+    lines = [f"read_rtlil {PREGATE}", *gating, f"dfflegalize -cell {FF_CELL} 01", f"dfflibmap {usable}", abc,
+             "opt_clean", f"tee -q -o {stat} stat {libs} -json", "rename -enumerate",
+             f"write_blif -icells -conn -impltf -param -cname {netlist}"]
     return "\n".join(lines) + "\n"
 
 
@@ -288,9 +316,12 @@ def measure_memory(memory, tech, work):
     front = front_script("memory.v", top)
     _yosys_step(folder, "front", [_sha256(folder / "memory.v"), front, yosys], front,
                 f"Yosys front end of a {memory.words} x {memory.width} memory", ("front.il",))
-    script = cells_script(top, names, set(), False, tech.dont_use, tech.gate_min_flops, clock_gates(lib))
-    _yosys_step(folder, "cells", [_sha256(folder / "front.il"), script, yosys,
-                                  *(_sha256(folder / name) for name in names)], script,
+    script = cells_script(top, set())
+    _yosys_step(folder, "cells", [_sha256(folder / "front.il"), script, yosys], script,
+                f"Yosys synthesis of a {memory.words} x {memory.width} memory", (PREGATE,))
+    mapping = map_script(names, False, tech.dont_use, tech.gate_min_flops, clock_gates(lib))
+    _yosys_step(folder, "map", [_sha256(folder / PREGATE), mapping, yosys,
+                                *(_sha256(folder / name) for name in names)], mapping,
                 f"Yosys mapping of a {memory.words} x {memory.width} memory", (NETLIST, "stat.json"))
     own, _ = _module_stats(json.loads((folder / "stat.json").read_text()), "area", float)
     design = sta.Design(read_blif(folder / NETLIST, gates=False), top, str, lib, sram.fit(tech.macro_liberties))
@@ -330,6 +361,18 @@ def gated(design):
     return {"clock_gates": len(gates), "gated_flops": flops, "enables": set(gates.values())}
 
 
+def gate_flops(design, gates):
+    """(module, instance name) of each flip-flop the clock gates ``gates`` (cell indices) clock."""
+    lib = design.library.cells
+    clocks = set()
+    for index in gates:
+        _, kind, pins, _ = design.cells[index]
+        clocks.add(dict(pins)[lib[kind].clock_gate[2]])
+    return {(module, params[CELL_NAME]) for module, kind, pins, params in design.cells
+            if kind != sta.MACRO and lib[kind].sequential
+            and any(lib[kind].pins[pin].clock and net in clocks for pin, net in pins if pin in lib[kind].pins)}
+
+
 def _block_power(power):
     """{block: leakage + dynamic mW} of a ``sta.Power``."""
     return {b: power.leakage_mw.get(b, 0.0) + power.dynamic_mw.get(b, 0.0) for b in power.leakage_mw}
@@ -355,18 +398,44 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     constr = f"set_driving_cell {buffer.name}\nset_load {ABC_OUTPUT_LOAD_FF}\n" if buffer else ""
     if buffer:
         (work / ABC_CONSTR).write_text(constr)
-    cells = cells_script(top, names, macro_shapes, buffer is not None, tech.dont_use, tech.gate_min_flops,
-                         clock_gates(lib))
-    seconds += _yosys_step(work, "cells", [_sha256(work / "front.il"), cells, constr, yosys,
-                                           *(_sha256(work / name) for name in names)], cells,
-                           f"Yosys mapping of {source} (top {top}) to {', '.join(names)}", (NETLIST, "stat.json"))
+    cells = cells_script(top, macro_shapes)
+    seconds += _yosys_step(work, "cells", [_sha256(work / "front.il"), cells, yosys], cells,
+                           f"Yosys synthesis of {source} (top {top})", (PREGATE,))
+    ungated, late_rounds, first = set(), [], None
+    while True:
+        # Round r maps with the flip-flops of every gate found late before it left ungated; each
+        # round keeps its own files, so a second run of the flow reads them again without Yosys.
+        r = len(late_rounds)
+        netlist, stat = (NETLIST, "stat.json") if r == 0 else (f"netlist{r}.blif", f"stat{r}.json")
+        selection = f"ungated{r}.sel" if ungated else None
+        if selection:
+            (work / selection).write_text("".join(f"{module}/{name}\n" for module, name in sorted(ungated)))
+        mapping = map_script(names, buffer is not None, tech.dont_use, tech.gate_min_flops, clock_gates(lib),
+                             selection, netlist, stat)
+        seconds += _yosys_step(work, f"map{r}" if r else "map", [
+            _sha256(work / PREGATE), mapping, constr, yosys, *(_sha256(work / name) for name in names),
+            *([_sha256(work / selection)] if selection else [])], mapping,
+            f"Yosys mapping of {source} (top {top}) to {', '.join(names)}", (netlist, stat))
+        try:
+            models = read_blif(work / netlist, gates=False)
+            design = sta.Design(models, top, lambda m: block_of(m, top), lib, model)
+            checks = {}
+            timing = sta.timing(design, checks)
+        except (NetlistError, sram.MacroError) as e:
+            raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
+        gating = gated(design)
+        first = first or gating
+        late = [index for index, ps in checks.items() if ps > PERIOD_PS]
+        late_rounds.append(len(late))
+        if not late or len(late_rounds) == GATING_ROUNDS:
+            break
+        ungated |= gate_flops(design, late)
+        models = design = None  # the next round's netlist takes its place in memory
+    gating.update(gates_dropped=first["clock_gates"] - gating["clock_gates"],
+                  flops_ungated=first["gated_flops"] - gating["gated_flops"], late_rounds=late_rounds)
     try:
-        models = read_blif(work / NETLIST, gates=False)
-        design = sta.Design(models, top, lambda m: block_of(m, top), lib, model)
-        timing = sta.timing(design)
         vectorless = sta.power(design, POWER_GHZ, lambda net: tech.activity,
                                f"vectorless: {tech.activity} toggles per cycle on every net")
-        gating = gated(design)
         enables = gating.pop("enables")
         simulated = []
         for t in toggles:
@@ -390,7 +459,7 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     memory_bits = {}
     for m in found:
         memory_bits[m.module] = memory_bits.get(m.module, 0) + m.bits
-    own, children = _module_stats(json.loads((work / "stat.json").read_text()), "area", float)
+    own, children = _module_stats(json.loads((work / stat).read_text()), "area", float)
     count = _instances(top, children)
     sequential = {name for name, c in lib.cells.items() if c.sequential}
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 #: Output pins of Yosys's internal gate and flip-flop cells; every other pin is an input.
 OUTPUT_PINS = frozenset({"Y", "Q"})
+#: The key of a cell's instance name (``write_blif -cname``) among its parameters.
+CELL_NAME = ".cname"
 
 
 class NetlistError(ValueError):
@@ -50,8 +52,8 @@ def _lines(path):
 
 
 def read_blif(path, gates=True):
-    """The models of a BLIF file written by ``write_blif -icells -conn [-param]`` (model name ->
-    Model). ``gates``: also turn the leaf cells into single-output gates of Yosys's internal cell
+    """The models of a BLIF file written by ``write_blif -icells -conn [-param] [-cname]`` (model name ->
+    Model; a cell's instance name is its parameter ``CELL_NAME``). ``gates``: also turn the leaf cells into single-output gates of Yosys's internal cell
     library (the generic flow's depth); a liberty netlist is read with ``gates=False``."""
     models, model, params = {}, None, None
     for number, words in _lines(path):
@@ -70,6 +72,8 @@ def read_blif(path, gates=True):
             model.instances.append((words[1], [(port, model.net(net)) for port, net in pins], params))
         elif keyword == ".param" and params is not None and len(words) >= 3:
             params[words[1]] = " ".join(words[2:])
+        elif keyword == ".cname" and params is not None and len(words) == 2:
+            params[CELL_NAME] = words[1]
         elif keyword == ".conn":
             model.conns.append((model.net(words[1]), model.net(words[2])))
         elif keyword == ".end":

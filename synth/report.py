@@ -14,6 +14,7 @@ from deca.hw.params import LOADERS
 
 from .blocks import (BLOCK_NAMES, PAPER_AREA_MM2, PAPER_GHZ, PAPER_PES, PAPER_POINT, PAPER_POWER_SPLIT,
                      PAPER_POWER_W, PAPER_SPLIT, paper_group)
+from .cells import PERIOD_PS
 from .fpga import FPGA_TARGET_MHZ
 from .sta import DEFAULT_DUTY
 from .stats import FF_CELL
@@ -197,8 +198,16 @@ def gating_lines(result):
     traced = p.get("enables_traced")
     duty = (f"; enable duty from the trace for {min(traced)} to {max(traced)} of the gates, the others "
             f"at {DEFAULT_DUTY}" if traced else f"; enable duty {DEFAULT_DUTY} (vectorless)")
-    return [f"  clock gating: {p['clock_gates']:,} gates (at least {p['gate_min_flops']} flip-flops each) clock "
-            f"{p['gated_flops']:,} of the {result.total.flip_flops:,} flip-flops{duty}"]
+    lines = [f"  clock gating: {p['clock_gates']:,} gates (at least {p['gate_min_flops']} flip-flops each) clock "
+             f"{p['gated_flops']:,} of the {result.total.flip_flops:,} flip-flops{duty}"]
+    rounds = p.get("late_rounds")
+    if rounds:
+        still = f"; {rounds[-1]:,} gates still late after {len(rounds)} mappings" if rounds[-1] else ""
+        lines.append(f"  clock gates dropped for timing (enable later than the gate's check in the "
+                     f"{PERIOD_PS:g} ps period): {p['gates_dropped']:,} gates, {p['flops_ungated']:,} flip-flops "
+                     f"left with their enable multiplexers; gates late in each mapping: "
+                     f"{', '.join(f'{n:,}' for n in rounds)}{still}")
+    return lines
 
 
 def workload_power_rows(result):

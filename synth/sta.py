@@ -257,8 +257,10 @@ def _latest(arr, net, edge, at, slew, pred):
         arr[net][edge] = (at, max(slew, old[1]), pred) if at > old[0] else (old[0], max(slew, old[1]), old[2])
 
 
-def timing(design):
-    """The critical register-to-register path and the longest input/output path."""
+def timing(design, gate_checks=None):
+    """The critical register-to-register path and the longest input/output path. ``gate_checks``: a
+    dict that gets, for each clock gate (its cell index), the time its enable's check needs (the
+    latest arrival plus setup and insertion delay: the gate meets a period at least that long)."""
     lib, cells = design.library.cells, design.cells
     # Arrival per net, per transition of the net ("rise"/"fall") and per source kind ("r": from a
     # register or macro, "i": from an input): (arrival, slew, (cell index, input net, its edge)).
@@ -327,6 +329,10 @@ def timing(design):
         return found
 
     reg = [e for e in ends("r") if e[1] is not None]
+    if gate_checks is not None:
+        for at, index, _, _ in reg:
+            if cells[index][1] != MACRO and lib[cells[index][1]].clock_gate:
+                gate_checks[index] = max(gate_checks.get(index, 0.0), at)
     if not reg:
         raise NetlistError("no register-to-register path: the design has no flip-flops or macros in a path")
     critical = max(reg)

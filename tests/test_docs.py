@@ -176,3 +176,30 @@ def test_synthesis_tables_come_from_the_synth_records(tmp_path):
     assert "600 µm², 20.0 mW" in text and "400 µm², 60.0 mW" in text
     assert "| area share: LUT array | 60% | 22% |" in text and "| power of 56 PEs at 2.5 GHz | 4.48 W (vectorless: 0.1 toggles per cycle on every net) | 3.1 W |" in text
     assert text.count("are not recorded") == 3
+
+
+def test_synthesis_power_table_sums_each_workload_and_the_per_block_maximum(tmp_path):
+    """Two workloads over two blocks: each workload's whole-PE power is the sum of its blocks, the
+    maximum takes each block's higher one (10 vs 12, 30 vs 20: 42), vectorless is leakage + dynamic."""
+    from deca.synth.flow import SynthResult
+    from deca.synth.stats import BlockStats
+
+    def block(power):
+        return BlockStats(cells={}, flip_flops=10, memory_bits=0, modules=[], area=1.0, leakage_mw=power / 4,
+                          vectorless_dynamic_mw=3 * power / 4)
+
+    workloads = [{"workload": "bf8@1 tepl, 256 tiles, seed 1: 87.9 cycles per tile", "cycles": 1, "named_nets": 1,
+                  "blocks_mw": {"LUT array": 10.0, "loaders and queues": 30.0}},
+                 {"workload": "bf8@0.05 tepl, 256 tiles, seed 1: 17.6 cycles per tile", "cycles": 1, "named_nets": 1,
+                  "blocks_mw": {"LUT array": 12.0, "loaders and queues": 20.0}}]
+    result = SynthResult(top="deca_pe_w32_l8", design="pe", W=32, L=8, verilog_sha256="0", total=block(80.0),
+                         blocks={"LUT array": block(20.0), "loaders and queues": block(60.0)}, seconds=1.0,
+                         tech="asap7", timing={"critical_ps": 398.0, "fmax_ghz": 2.51},
+                         power={"frequency_ghz": 2.5, "activity": "simulated", "clock_gates": 3, "gated_flops": 40,
+                                "gates_dropped": 1, "flops_ungated": 8, "workloads": workloads})
+    folder = tmp_path / "docs" / "results" / "synth"
+    folder.mkdir(parents=True)
+    (folder / "deca_pe_w32_l8-0123.json").write_text(json.dumps(result.to_dict()))
+    text = render_text("<!-- results:synth-power -->\n<!-- /results -->\n", Records(tmp_path))
+    assert "| vectorless mW | bf8@1 mW | bf8@0.05 mW | maximum per block mW |" in text
+    assert "| 32 | 8 | 2 | 3 (40) | 1 (8) | 80.0 | 40.0 | 32.0 | 42.0 |" in text

@@ -416,10 +416,13 @@ def test_clock_gates_are_read_from_the_liberty(cell_text):
     assert icg.pins["CLK"].clock and icg.pins["ENA"].capacitance == pytest.approx(_cap(cell_text[ICG], "ENA"))
     # Usable by clockgate only: the default technology keeps them, ABC and dfflibmap are told not to.
     assert not any(fnmatch.fnmatchcase(ICG, p) for p in cells.technology().dont_use)
-    script = cells.cells_script("top", ["x.lib"], set(), True, (), 8, (ICG,))
-    assert "clockgate -min_net_size 8 -liberty x.lib" in script
+    script = cells.map_script(["x.lib"], True, (), 8, (ICG,))
+    assert "clockgate -min_net_size 8 -liberty x.lib" in script and "dffunmap" not in script
     assert f"dfflibmap -dont_use {ICG}" in script and f"-dont_use {ICG} -liberty x.lib" in script.split("abc ")[1]
-    assert "clockgate" not in cells.cells_script("top", ["x.lib"], set(), True, (), 0, (ICG,))
+    assert "clockgate" not in cells.map_script(["x.lib"], True, (), 0, (ICG,))
+    # The flip-flops a selection file lists get their enable multiplexer before clockgate looks.
+    script = cells.map_script(["x.lib"], True, (), 8, (ICG,), "u.sel")
+    assert script.index("select -read u.sel") < script.index("dffunmap -ce-only") < script.index("clockgate")
 
 
 def test_sta_through_a_clock_gate_equals_the_hand_computation(tmp_path, cell_text):
@@ -504,6 +507,65 @@ def test_gated_bank_power_equals_a_hand_computation(tmp_path, cell_text):
     print(f"hand: {energy:.4f} fJ per cycle -> {expected['top']:.5f} mW")
     assert p.dynamic_mw == pytest.approx(expected, rel=1e-9)
     assert cells.gated(design) == {"clock_gates": 1, "gated_flops": 2, "enables": {en}}
+
+
+def test_gate_check_and_the_flip_flops_a_gate_clocks(tmp_path, cell_text):
+    """timing() gives each clock gate's check (clock-to-QN of e + the enable's setup + the insertion
+    delay, as hand-computed in test_sta_through_a_clock_gate_equals_the_hand_computation: that test's
+    critical path); gate_flops() names the two flip-flops of the bank by their instance names."""
+    names = ["e", "icg", "bank_a", "bank_b"]
+    text = _blif(GATED_INSTANCES, ["clk", "a"], ["y1", "y2"]).splitlines()
+    for i, name in reversed(list(enumerate(names))):
+        text.insert(3 + i + 1, f".cname {name}")
+    (tmp_path / "named.blif").write_text("\n".join(text) + "\n")
+    design = sta.Design(read_blif(tmp_path / "named.blif", gates=False), "top", str, read(cells.ASAP7_LIBERTIES),
+                        sram.fit())
+    checks = {}
+    t = sta.timing(design, checks)
+    assert checks == {1: pytest.approx(t.critical_ps, rel=1e-12)} and t.path[-1].cell == ICG
+    assert cells.gate_flops(design, [1]) == {("top", "bank_a"), ("top", "bank_b")}
+    assert cells.gate_flops(design, []) == set()
+
+
+#: Two banks of eight flip-flops: bank a's enable is the top bit of a 32 x 32 product (dozens of
+#: gates: in ASAP7 far beyond the period, so its gate's check, which must also leave the gate's
+#: insertion delay and setup, cannot be met), bank b's is a flip-flop's output (clock-to-Q, tens of ps).
+TWO_BANKS = """module banks(input clk, input [31:0] a, input [31:0] b, input e, input [7:0] d,
+             output [7:0] qa, output [7:0] qb);
+  reg [31:0] x, y;
+  reg en_b;
+  reg [7:0] ra, rb;
+  wire [63:0] p = x * y;
+  always @(posedge clk) begin x <= a; y <= b; en_b <= e; end
+  always @(posedge clk) if (p[63]) ra <= d;
+  always @(posedge clk) if (en_b) rb <= d;
+  assign qa = ra;
+  assign qb = rb;
+endmodule
+"""
+
+
+def test_a_gate_whose_enable_is_late_is_dropped(tmp_path):
+    """Mapped with both gates, bank a's is late: the second mapping leaves its eight flip-flops their
+    enable multiplexer and keeps bank b's gate, and no gate is late in it."""
+    (tmp_path / "banks.v").write_text(TWO_BANKS)
+    r = flow.synthesize_file(tmp_path / "banks.v", "banks", tmp_path / "work")
+    p = r.power
+    assert (p["clock_gates"], p["gated_flops"], p["gates_dropped"], p["flops_ungated"]) == (1, 8, 1, 8)
+    assert p["late_rounds"] == [1, 0]
+    assert r.total.flip_flops == 2 * 32 + 1 + 2 * 8
+    text = format_result(r)
+    assert "clock gates dropped for timing" in text and "1 gates, 8 flip-flops" in text
+    # The bank left ungated is bank a: its flip-flops' clock is the design's clock.
+    model = read_blif(tmp_path / "work" / "netlist1.blif", gates=False)["banks"]
+    name = {index: net for net, index in model.nets.items()}
+    clocks = {}
+    for _, pins, _ in model.cells:
+        pins = dict(pins)
+        if "CLK" in pins and name[pins.get("Q", pins.get("QN", -1))].startswith(("ra[", "rb[")):
+            clocks.setdefault(name[pins.get("Q", pins.get("QN"))][:2], set()).add(name[pins["CLK"]])
+    assert clocks["ra"] == {"clk"} and len(clocks["rb"]) == 1 and clocks["rb"] != {"clk"}
+    assert len((tmp_path / "work" / "ungated1.sel").read_text().split()) == 8
 
 
 @pytest.mark.parametrize("option,value,message", [("--clock-gating", "maybe", "--clock-gating must be one of on, off"),
