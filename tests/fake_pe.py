@@ -130,8 +130,9 @@ def drive(coroutine):
 
 
 def run_fake(batch, rng, pe_kwargs=None, core_kwargs=None, memory_kwargs=None, core=CoreModel, scoreboard=None,
-             watch=None):
-    """Run ``batch`` on a FakePE through the Harness; returns the Harness.
+             watch=None, run_kwargs=None):
+    """Run ``batch`` on a FakePE through the Harness (``Harness.run`` keyword arguments ``run_kwargs``);
+    returns the Harness.
 
     ``core``: the core class or factory, called as ``core(requests, rng, **core_kwargs)``;
     ``scoreboard``: a Scoreboard (default a fresh one); ``watch``: called as ``watch(harness, cycle)``
@@ -149,5 +150,5 @@ def run_fake(batch, rng, pe_kwargs=None, core_kwargs=None, memory_kwargs=None, c
             watch(harness, cycle)
 
         harness.core.start_cycle = watched
-    drive(harness.run(FakePE(batch.config, ports, **(pe_kwargs or {}))))
+    drive(harness.run(FakePE(batch.config, ports, **(pe_kwargs or {})), **(run_kwargs or {})))
     return harness

@@ -11,6 +11,7 @@ measurements) the other RTL tests share; the rest on the W = 8, L = 4 PE, whose 
 """
 
 import asyncio
+import re
 import shutil
 from dataclasses import replace
 from types import SimpleNamespace
@@ -110,8 +111,9 @@ def test_first_difference_names_the_record_and_field():
     assert first_difference(a, a[:1]) == "2 records in the first, 1 in the second"
 
 
-def outcome(lib, seed, harness, batch_of, mode, **core):
-    """A fresh PE and a Bench with its rough default core and memory; the run's outcome."""
+def outcome(lib, seed, harness, batch_of, mode, budget=None, **core):
+    """A fresh PE and a Bench with its rough default core and memory; the run's outcome. ``budget``:
+    ``Bench.run``'s ``max_cycles`` and ``reissue_cycles``."""
     bus = VerilatorBus(lib)
     try:
         bench = Bench(bus, {"W": 8, "L": 4, "seed": seed}, lambda *args: None, harness)
@@ -120,7 +122,7 @@ def outcome(lib, seed, harness, batch_of, mode, **core):
         batch = batch_of(bench)
         try:
             h, counters = asyncio.run(bench.run(batch, core=lambda requests, rng, **kw: gemm_core(
-                mode, requests, rng, **{**kw, **core})))
+                mode, requests, rng, **{**kw, **core}), **(budget or {})))
         except CheckFailure as e:
             return type(e).__name__, str(e)
         return ("ok", h.cycle, counters, [(rid, r.label) for rid, r in h.scoreboard.completions],
@@ -130,8 +132,9 @@ def outcome(lib, seed, harness, batch_of, mode, **core):
         bus.close()
 
 
-def both(lib, seed, batch_of, mode, **core):
-    python, fast = (outcome(lib, seed, harness, batch_of, mode, **core) for harness in (Harness, FastHarness))
+def both(lib, seed, batch_of, mode, budget=None, **core):
+    python, fast = (outcome(lib, seed, harness, batch_of, mode, budget, **core)
+                    for harness in (Harness, FastHarness))
     assert fast == python
     return fast
 
@@ -165,7 +168,16 @@ def test_a_rough_system_runs_alike(lib, seed, mode, core):
 def test_a_hang_is_reported_alike(lib, seed):
     # A core that never takes a completion: the PE stalls, the watchdog fires with the run's summary.
     kind, message = both(lib, seed, tiles_and_errors, "tepl", resp_backpressure=1.0)
-    assert kind == "Hang" and "no handshake for" in message and "in flight: id 0" in message
+    assert kind == "Hang" and "no handshake and no memory read outstanding for" in message, message
+    assert "in flight: id 0" in message
+
+
+def test_a_budget_raised_by_reissues_is_kept_alike(lib, seed):
+    # Two squashes, every request reissued: each adds 10 cycles to the 200 of the run, far too few for it.
+    kind, message = both(lib, seed, tiles_and_errors, "tepl", budget={"max_cycles": 200, "reissue_cycles": 10},
+                         squash_at=[60, 120])
+    budget = re.search(r"the run took more than (\d+) cycles", message)
+    assert kind == "Hang" and budget and int(budget[1]) > 200 and (int(budget[1]) - 200) % 10 == 0, message
 
 
 def test_a_wrong_tile_is_reported_alike(lib, seed):

@@ -382,18 +382,62 @@ class StuckBus:
         self.cycle += 1
 
 
-def stuck_harness(rng):
+def stuck_harness(rng, **memory):
     batch = tile_batch(compress(np.ones((16, 32), np.float32), "int8"), "ones")
-    return Harness(CoreModel(batch.requests, rng), MemoryModel(batch.image, batch.base, rng), Scoreboard(), PePorts())
+    return Harness(CoreModel(batch.requests, rng), MemoryModel(batch.image, batch.base, rng, **memory), Scoreboard(),
+                   PePorts())
 
 
 def test_watchdog_raises_hang_with_a_summary(rng):
     harness = stuck_harness(rng)
-    with pytest.raises(Hang, match=r"(?s)cycle 51: no handshake for 50 cycles.*port 0: id 0 ones tile 0.*"
-                                   r"0 memory reads outstanding"):
+    with pytest.raises(Hang, match=r"(?s)cycle 51: no handshake and no memory read outstanding for 50 cycles.*"
+                                   r"port 0: id 0 ones tile 0.*0 memory reads outstanding"):
         drive(harness.run(StuckBus(), watchdog=50))
     with pytest.raises(Hang, match="more than 20 cycles"):
         drive(stuck_harness(rng).run(StuckBus(), max_cycles=20, watchdog=50))
+
+
+class PrefetchingBus(StuckBus):
+    """A PE that prefetches the lines ``lines[1:]``, one a cycle, then reads ``lines[0]`` (tag 0), and
+    does nothing else."""
+
+    def __init__(self, lines):
+        super().__init__()
+        self.ports, self.lines, self.ready = PePorts(), list(lines), {}
+
+    def set(self, name, value):
+        super().set(name, value)
+        self.ready[name] = value
+
+    def get(self, name):
+        prefetching, reading = len(self.lines) > 1, len(self.lines) == 1
+        if name == "pf_req__valid":
+            return int(prefetching)
+        if name == "pf_req__payload" and prefetching:
+            return self.ports.pf_req.pack({"addr": self.lines[1]})
+        if name == "mem_req__valid":
+            return int(reading)
+        if name == "mem_req__payload" and reading:
+            return self.ports.mem_req.pack({"addr": self.lines[0], "tag": 0})
+        return 0
+
+    async def tick(self):
+        if len(self.lines) > 1 and self.ready["pf_req__ready"]:
+            del self.lines[1]
+        elif len(self.lines) == 1 and self.ready["mem_req__ready"]:
+            self.lines = []
+        await super().tick()
+
+
+def test_watchdog_waits_for_a_read_the_memory_owes(rng):
+    """A read queued behind prefetches on a narrow channel comes long after the watchdog's cycles
+    without a handshake: the PE waits for it, which is no hang; the watchdog counts from its response."""
+    harness = stuck_harness(rng, miss_latency=(10, 10), bytes_per_cycle=1, reorder=False)
+    first = harness.memory.base // LINE_BYTES * LINE_BYTES
+    # Prefetches in cycles 0 to 3 take the channel until cycle 256; the read (cycle 4) is due in 266.
+    with pytest.raises(Hang, match=r"(?s)cycle 317: no handshake and no memory read outstanding for 50 cycles\n"
+                                   r"last handshake in cycle 266\n.*0 memory reads outstanding"):
+        drive(harness.run(PrefetchingBus([first + k * LINE_BYTES for k in range(5)]), watchdog=50))
 
 
 def test_x_on_an_output_names_port_and_cycle(rng):
@@ -447,6 +491,28 @@ def test_fake_pe_squashes_abort_and_reissue(matrices, rng):
     core = harness.core
     assert len(core.dropped) >= 2 and core.tiles + len(core.dropped) == total
     assert not set(core.delivered) & set(core.dropped)
+
+
+def test_the_budget_grows_by_reissue_cycles_for_each_reissued_request(matrices, rng):
+    """A squash makes the PE run what it aborted again: every request the core reissues adds
+    ``reissue_cycles`` to ``max_cycles``."""
+    batch = tile_batch(matrices["int8@0.3"], "int8")
+    squashes = {"squash_at": [3, 40], "reissue": 1.0}
+    state = rng.bit_generator.state
+    free = run_fake(batch, rng, core_kwargs=squashes)
+    cycles, reissues = free.cycle, free.core.reissues
+    assert reissues >= 2 and free.core.squash_cycles == 2
+
+    def run(max_cycles, reissue_cycles):
+        rng.bit_generator.state = state
+        return run_fake(batch, rng, core_kwargs=squashes, run_kwargs={"max_cycles": max_cycles,
+                                                                      "reissue_cycles": reissue_cycles})
+
+    assert run(cycles - 2 * reissues, 2).cycle == cycles
+    with pytest.raises(Hang, match=f"the run took more than {cycles - 1} cycles"):
+        run(cycles - 2 * reissues - 1, 2)
+    with pytest.raises(Hang, match=f"the run took more than {cycles - 2 * reissues} cycles"):
+        run(cycles - 2 * reissues, 0)
 
 
 def test_a_loader_busy_after_a_squash_is_caught(matrices, rng):

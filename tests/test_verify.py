@@ -157,3 +157,17 @@ def test_each_mutant_is_killed_within_10000_requests(name, capsys, tmp_path):
     main(["verify", "--W", str(W), "--L", str(L), "--tiles", "10000", "--block-tiles", "500", "--seed", "1",
           "--mutant", name, "--out", str(tmp_path)])
     assert f"mutant {name} killed at request" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # the W = 32, L = 8 fast engine, and 6,000 requests (about 20 CPU s)
+def test_w32l8_seed1_blocks_with_long_waits_run_clean():
+    """The blocks of ``deca verify --W 32 --L 8 --seed 1`` (2,000 requests each) with a demand read
+    queued behind prefetched lines for over the watchdog's cycles (requests 13,110 and 29,514) and a
+    squash storm past the budget of its requests counted once (request 9,792): no hang, no mismatch."""
+    bus = regression.open_bus(32, 8, LOADERS)
+    try:
+        records = [regression.run_block(32, 8, LOADERS, 1, block, 2000, bus=bus) for block in (4, 6, 14)]
+    finally:
+        bus.close()
+    run = regression.merge(records)
+    assert run["hangs"] == run["mismatches"] == 0 and run["requests"] == 6000, run["failures"]

@@ -50,7 +50,7 @@ class CoreModel:
 
     Counts what the PE's counters must show: ``busy_cycles`` (a request accepted in an earlier
     cycle was not completed before this one), ``backpressure_cycles``, ``tiles``, ``errors``,
-    ``squash_cycles``.
+    ``squash_cycles``; and ``reissues``, the requests reissued after squashes.
     """
 
     def __init__(self, requests, rng, *, loaders=LOADERS, id_bits=8, resp_backpressure=0.0, squash_at=(),
@@ -67,6 +67,7 @@ class CoreModel:
         self.next_id = 0
         self.delivered, self.dropped = [], []
         self.busy_cycles = self.backpressure_cycles = self.tiles = self.errors = self.squash_cycles = 0
+        self.reissues = 0
 
     @property
     def done(self):
@@ -113,6 +114,7 @@ class CoreModel:
         for request in aborted:
             (reissued if self.rng.random() < self.reissue else self.dropped).append(request)
         self.pending.extendleft(reversed(reissued))
+        self.reissues += len(reissued)
         return aborted
 
 

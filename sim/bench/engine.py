@@ -233,7 +233,8 @@ class _RunSpec(ctypes.Structure):
         (ctypes.POINTER(ctypes.c_uint8), "image"), (ctypes.c_int64, "image_len"), (ctypes.c_uint64, "base"),
         (ctypes.c_int64, "miss_lo miss_hi hit_lo hit_hi"), (ctypes.c_int32, "limited reorder"),
         (ctypes.c_uint64, "line_num_hi line_num_lo line_den"), (ctypes.c_double, "req_backpressure pf_backpressure"),
-        (ctypes.c_int64, "watchdog max_cycles"), (ctypes.c_int32 * 24, "fields"), (ctypes.c_uint64 * 6, "rng"),
+        (ctypes.c_int64, "watchdog max_cycles reissue_cycles"), (ctypes.c_int32 * 24, "fields"),
+        (ctypes.c_uint64 * 6, "rng"),
     ] for name in names.split()]
 
 
@@ -331,7 +332,7 @@ class VerilatorBus:
 class FastHarness(Harness):
     """The Harness whose run is the C++ loop (on a ``VerilatorBus``); the same results afterwards."""
 
-    async def run(self, bus, max_cycles=None, watchdog=None):
+    async def run(self, bus, max_cycles=None, watchdog=None, reissue_cycles=0):
         core, memory, ports = self.core, self.memory, self.ports
         if type(core) not in (TeplCore, StoreFenceCore):
             raise ValueError(f"the fast engine runs TeplCore and StoreFenceCore, not {type(core).__name__}")
@@ -367,8 +368,9 @@ class FastHarness(Harness):
             hit_hi=memory.hit_latency[1], limited=memory._line_time is not None, reorder=memory.reorder,
             line_num_hi=line_time.numerator >> 64, line_num_lo=line_time.numerator & _MASK64,
             line_den=line_time.denominator, req_backpressure=memory.req_backpressure,
-            pf_backpressure=memory.pf_backpressure, watchdog=watchdog or WATCHDOG_CYCLES + memory.max_latency,
-            max_cycles=-1 if max_cycles is None else max_cycles, fields=(ctypes.c_int32 * 24)(*fields),
+            pf_backpressure=memory.pf_backpressure, watchdog=watchdog or WATCHDOG_CYCLES,
+            max_cycles=-1 if max_cycles is None else max_cycles, reissue_cycles=reissue_cycles,
+            fields=(ctypes.c_int32 * 24)(*fields),
             rng=(ctypes.c_uint64 * 6)(*_pcg64_state(core.rng)))
         if line_time.numerator >> 127 or line_time.denominator >> 64:
             raise ValueError(f"the fast engine cannot time a channel line of {line_time} cycles")

@@ -12,7 +12,10 @@ and so makes a run reproducible from its seed.
 
 from .bus import Hang, ProtocolError, drive_idle, read_outputs
 
-#: Cycles without any handshake, on top of the longest memory latency, before the watchdog fires.
+#: Cycles without any handshake and without a memory read outstanding before the watchdog fires. A read
+#: the memory owes keeps a run alive however long it takes: behind a narrow channel's queue (prefetched
+#: lines, up to the prefetch degree's tiles ahead) it comes far more than a latency after its request,
+#: and the PE rightly waits for it.
 WATCHDOG_CYCLES = 3000
 
 
@@ -136,6 +139,7 @@ class Harness:
         self.memory_ports = MemoryPorts(memory, ports)
         self.cycle = 0  # cycles run so far
         self.last_handshake = 0
+        self.last_active = 0  # the last cycle with a handshake or a memory read outstanding
 
     def observed_counters(self):
         """The PE counters whose value the models know exactly."""
@@ -152,21 +156,23 @@ class Harness:
                           f"pending: {len(core.pending)} requests, dropped: {len(core.dropped)}",
                           self.memory.summary()])
 
-    async def run(self, bus, max_cycles=None, watchdog=None):
+    async def run(self, bus, max_cycles=None, watchdog=None, reissue_cycles=0):
         """Run until every request completed or was dropped and memory is quiet; inputs are idle afterwards.
 
-        ``watchdog``: cycles without any handshake before ``Hang`` (default ``WATCHDOG_CYCLES``
-        plus the longest memory latency); ``max_cycles``: a limit on the whole run.
+        ``watchdog``: cycles without any handshake and without a memory read outstanding before
+        ``Hang`` (default ``WATCHDOG_CYCLES``); ``max_cycles``: a limit on the whole run, raised by
+        ``reissue_cycles`` for every request the core reissues after a squash (the PE runs it again).
         """
-        watchdog = watchdog or WATCHDOG_CYCLES + self.memory.max_latency
-        stop = None if max_cycles is None else self.cycle + max_cycles
+        watchdog = watchdog or WATCHDOG_CYCLES
+        start = self.cycle
         finished = squash_before = False
         while not finished:
             cycle = self.cycle
-            if cycle - self.last_handshake > watchdog:
-                raise Hang(self.summary(f"no handshake for {watchdog} cycles"))
-            if cycle == stop:
-                raise Hang(self.summary(f"the run took more than {max_cycles} cycles"))
+            if cycle - self.last_active > watchdog:
+                raise Hang(self.summary(f"no handshake and no memory read outstanding for {watchdog} cycles"))
+            budget = None if max_cycles is None else max_cycles + reissue_cycles * self.core.reissues
+            if budget is not None and cycle - start >= budget:
+                raise Hang(self.summary(f"the run took more than {budget} cycles"))
             squash = self.requests.drive(bus, cycle)
             self.completions.drive(bus)
             self.memory_ports.drive(bus, cycle)
@@ -182,6 +188,8 @@ class Harness:
             handshake |= self.memory_ports.observe(out, cycle)
             if handshake:
                 self.last_handshake = cycle
+            if handshake or self.memory.outstanding:
+                self.last_active = cycle
             # A squash leaves the line reads of aborted tiles inside the PE, to go out (stale) within a
             # cycle of a quiet one: the run ends only with two cycles free of squashes.
             finished = (self.core.done and not self.scoreboard.inflight and self.memory_ports.quiet(out)

@@ -48,10 +48,6 @@ class MemoryModel:
         self.lines_demanded = self.lines_prefetched = self.lines_fetched = 0
         self.prefetches = []  # prefetched line addresses, in order
 
-    @property
-    def max_latency(self):
-        return max(self.miss_latency[1], self.hit_latency[1])
-
     def _latency(self, bounds):
         lo, hi = bounds
         return lo if lo == hi else int(self.rng.integers(lo, hi + 1))

@@ -65,11 +65,11 @@ class Bench:
         align = self.p["aligns"][index % len(self.p["aligns"])]
         return tile_batch(cm, f"{label} (align {align})", DEFAULT_BASE + int(self.rng.integers(4096)), align)
 
-    async def run(self, batch, squash=None, q=None, core=CoreModel, max_cycles=None):
+    async def run(self, batch, squash=None, q=None, core=CoreModel, max_cycles=None, reissue_cycles=0):
         """Configure for ``batch`` (``q`` overrides CONFIG.Q), run it with cleared counters through
         ``core`` (a CoreModel class or factory taking the requests, the generator and keyword
         arguments), check the counters; returns (Harness, counters). ``max_cycles``: the run's budget
-        (a longer run is a Hang)."""
+        (a longer run is a Hang), raised by ``reissue_cycles`` per request reissued after a squash."""
         p = self.p
         await configure(self.bus, batch.config, p["prefetch_degree"])
         if q is not None:
@@ -78,7 +78,7 @@ class Bench:
         core = core(batch.requests, self.rng, loaders=self.ports.loaders, id_bits=p["id_bits"], **p["core"], **(squash or {}))
         memory = MemoryModel(batch.image, batch.base, self.rng, **p["memory"])
         harness = self.harness(core, memory, Scoreboard(), self.ports)
-        await harness.run(self.bus, max_cycles)
+        await harness.run(self.bus, max_cycles, reissue_cycles=reissue_cycles)
         counters = await read_counters(self.bus)
         self.check_counters(harness, batch, counters)
         return harness, counters

@@ -156,7 +156,7 @@ struct RunSpec {
     int32_t limited, reorder;       // limited: the channel starts a line every line_num / line_den cycles
     uint64_t line_num_hi, line_num_lo, line_den;
     double req_backpressure, pf_backpressure;
-    int64_t watchdog, max_cycles;  // max_cycles < 0: no limit
+    int64_t watchdog, max_cycles, reissue_cycles;  // max_cycles < 0: no limit
     // (offset, width) of tepl_req.id; tepl_resp id, row, error, reason, last, data; mem_req addr,
     // tag; mem_resp tag, data; pf_req addr
     int32_t fields[24];
@@ -356,6 +356,7 @@ struct Core {
     std::vector<int64_t> delivered, dropped, arrive, issue_at;
     std::vector<char> accepted, is_dropped, port_free;  // _GemmCore.free (cores.py's docstring)
     int64_t busy_cycles = 0, backpressure_cycles = 0, tiles = 0, errors = 0, squash_cycles = 0, tmul_busy = 0;
+    int64_t reissues = 0;
     // TeplCore
     std::deque<int64_t> program, tmul_order;
     int64_t queued = 0, tmul_free = 0;
@@ -528,6 +529,7 @@ struct Core {
             }
         }
         pending.insert(pending.begin(), reissued.begin(), reissued.end());
+        reissues += reissued.size();
         if (tepl())
             for (int64_t r : aborted) issue_at[r] = cycle + s->link_latency;  // a reissued TEPL travels again
     }
@@ -632,23 +634,25 @@ void Engine::run(RunSpec* s) {
     std::vector<uint8_t> data(beat_bytes), line(64);
 
     completions.clear(), delivered.clear(), dropped.clear(), beats.clear(), prefetches.clear(), beat_data.clear();
-    int64_t cycle = 0, last_handshake = 0;
+    int64_t cycle = 0, last_handshake = 0, last_active = 0;  // Harness.last_active
     bool after_squash = false, squash_before = false;
     int64_t status = OK;
     message.clear();
     try {
         bool finished = false;
         while (!finished) {  // Harness.run
-            if (cycle - last_handshake > s->watchdog || cycle == s->max_cycles) {  // Harness.summary
+            int64_t budget = s->max_cycles < 0 ? -1 : s->max_cycles + s->reissue_cycles * core.reissues;
+            if (cycle - last_active > s->watchdog || (budget >= 0 && cycle >= budget)) {  // Harness.summary
                 std::string presented;
                 for (size_t p = 0; p < core.ports.size(); p++)
                     if (core.ports[p].second >= 0)
                         presented += (presented.empty() ? "" : ", ") + std::string("port ") + std::to_string(p) +
                                      ": id " + std::to_string(core.ports[p].first) + " " +
                                      labels[core.ports[p].second];
-                std::string why = cycle == s->max_cycles && cycle - last_handshake <= s->watchdog
-                                      ? "the run took more than " + std::to_string(s->max_cycles) + " cycles"
-                                      : "no handshake for " + std::to_string(s->watchdog) + " cycles";
+                std::string why = cycle - last_active <= s->watchdog
+                                      ? "the run took more than " + std::to_string(budget) + " cycles"
+                                      : "no handshake and no memory read outstanding for " +
+                                            std::to_string(s->watchdog) + " cycles";
                 throw Failure{HANG, "cycle " + std::to_string(cycle) + ": " + why + "\nlast handshake in cycle " +
                                         std::to_string(last_handshake) + "\n" + board.summary() + "\npresented: " +
                                         (presented.empty() ? "none" : presented) + "\npending: " +
@@ -811,6 +815,7 @@ void Engine::run(RunSpec* s) {
                 handshake = true;
             }
             if (handshake) last_handshake = cycle;
+            if (handshake || !memory.outstanding.empty()) last_active = cycle;
             finished = core.done() && board.inflight.empty() && memory.outstanding.empty() && !mem_valid &&
                        !pf_valid_now && !squash && !squash_before;  // Harness.run: a squash's stale reads
             squash_before = squash;
