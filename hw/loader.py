@@ -18,6 +18,9 @@ takes the next, once the last (or skip) beat of each of its streams has been tak
 then left the queues (every line of it has come back), while its completion is TOut's business.
 """
 
+import operator
+from functools import reduce
+
 from amaranth.hdl import Array, C, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -28,7 +31,7 @@ from .arith import fast_add, fast_sum
 from .layouts import (LINE_BYTES, ErrorReason, ModeSignature, ScaleFormat, ScaleGroup, Stream, scale_beat_layout,
                       stream_fields, tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
 from .prefix_sum import WindowUnit, popcount
-from .queues import LINE_INDEX_BITS, LineQueue
+from .queues import DIGIT_BITS, LINE_INDEX_BITS, LineQueue
 from .stages import OutputBuffer, RegisterSlice, copies
 from .tags import TagTable
 
@@ -53,9 +56,9 @@ def line_request_layout(addr_bits, tags):
 
 
 def line_response_layout(tags):
-    """A line read's data (as on the PE's mem_resp) with the loader's own tag, one-hot (TagTable's
-    ``lookup``)."""
-    return data.StructLayout({"tag": tags, "data": 8 * LINE_BYTES})
+    """A line read's tag, the loader's own, one-hot (TagTable's ``lookup``). Its data does not
+    enter the loader: see ``Loader``."""
+    return data.StructLayout({"tag": tags})
 
 
 def scale_stream_len(scale_format, scale_group):
@@ -111,7 +114,12 @@ class Loader(wiring.Component):
     ``grant``: the PE takes at most one request per cycle. ``fails``: the request failed a check,
     announced in this cycle, the one after the verdict (which is before any of it flows: the cycle
     two after its acceptance for the metadata, the value-length check's last step for the value length),
-    for ``reason``, the last failure's."""
+    for ``reason``, the last failure's.
+
+    A line response's data goes to a ``LineRealigner`` outside the loader, shared by the PE's
+    loaders (one response per cycle): ``line_digits`` is the rotation of the stream the response
+    is for (zero without one), in the response's cycle, and ``line_rotated`` the realigner's output,
+    which the queues write two cycles later."""
 
     def __init__(self, W, L, *, tags, sqq_bytes, addr_bits, id_bits):
         self.W, self.L = W, L
@@ -127,6 +135,8 @@ class Loader(wiring.Component):
             "reason": Out(ErrorReason),
             "line_req": Out(stream.Signature(line_request_layout(addr_bits, tags))),
             "line_resp": In(stream.Signature(line_response_layout(tags), always_ready=True)),
+            "line_digits": Out(DIGIT_BITS),
+            "line_rotated": In(8 * LINE_BYTES),
             "vops": Out(stream.Signature(framed(vop_layout(W)))),
             "values": Out(stream.Signature(framed(value_beat_layout(W, L)))),
             "scales": Out(stream.Signature(framed(scale_beat_layout()))),
@@ -137,9 +147,9 @@ class Loader(wiring.Component):
         beat_bytes = value_beat_bits(self.W, self.L) // 8
         row_bytes = max(LINE_BYTES, beat_bytes)
         m.submodules.tags = tags = TagTable(self.tags)
-        m.submodules.sqq = sqq = LineQueue(self.sqq_bytes // row_bytes, row_bytes, beat_bytes)
-        m.submodules.mask_queue = mask_q = LineQueue(1, LINE_BYTES, MASK_BYTES)
-        m.submodules.scale_queue = scale_q = LineQueue(1, LINE_BYTES, LINE_BYTES)
+        m.submodules.sqq = sqq = LineQueue(self.sqq_bytes // row_bytes, row_bytes, beat_bytes, shared_realigner=True)
+        m.submodules.mask_queue = mask_q = LineQueue(1, LINE_BYTES, MASK_BYTES, shared_realigner=True)
+        m.submodules.scale_queue = scale_q = LineQueue(1, LINE_BYTES, LINE_BYTES, shared_realigner=True)
         # One tile per request: the window's ``tiles.ready`` may be a register.
         window, window_reset = WindowUnit(self.W, back_to_back=False), Signal()
         m.submodules.window = ResetInserter(window_reset)(window)
@@ -207,8 +217,8 @@ class Loader(wiring.Component):
         # ``squash`` does not gate the tile's flow here: the PE's ports and the ResetInserters drop
         # whatever moves in its cycle, and the state returns to IDLE (so it stays off the long paths).
         active = Signal()  # state == ACTIVE
-        self._issue_lines(m, tags, sqq, meta, started, active)
-        self._route_responses(m, tags, queues)
+        entry_streams = self._issue_lines(m, tags, sqq, meta, started, active)
+        self._route_responses(m, tags, queues, entry_streams)
         checked_next = self._check_value_length(m, mask_q, meta, accept, active, fail)
         is_failed = Signal()  # state == FAILED
         m.d.comb += tags.discard.eq(self.squash | is_failed)
@@ -216,6 +226,9 @@ class Loader(wiring.Component):
         # ACTIVE and the value length checked: a flip-flop per output stream (each gates its
         # queue's beat issue, which fans out to the queue's read registers).
         flowing = copies(m, "flowing", (state_next == LoaderState.ACTIVE) & checked_next, 1, 3, init=0)
+        # ACTIVE again, a flip-flop for the mask and scale queues' ``beats.ready`` (which starts
+        # their beat issue), off the buffers of ``active``'s wide fanout.
+        taking, = copies(m, "taking", state_next == LoaderState.ACTIVE, 1, 1, init=0)
 
         # The window unit takes the mask while its value length is checked, and its vOps wait for
         # the verdict; a failure or a squash resets it with the tile's vOps, a cycle later (from a
@@ -228,7 +241,7 @@ class Loader(wiring.Component):
             window.sparse.eq(self.mode.sparse),
             window.tiles.valid.eq(active & mask_q.beats.valid),
             window.tiles.payload.mask.eq(mask_q.beats.payload.data),
-            mask_q.beats.ready.eq(active & window.tiles.ready),
+            mask_q.beats.ready.eq(taking & window.tiles.ready),
         ]
         # One scale beat per tile: its slice needs no skid register.
         outs = {name: self._output_slice(m, name, skid=name != "scales") for name in ("vops", "values", "scales")}
@@ -244,7 +257,7 @@ class Loader(wiring.Component):
             outs["scales"].payload.data.data.eq(scale_q.beats.payload.data),
         ]
         # Without scaling the scale queue's one empty beat per tile goes nowhere.
-        with m.If(active & ~scaling):
+        with m.If(taking & ~scaling):
             m.d.comb += scale_q.beats.ready.eq(1)
 
         with m.If(self.squash | ((state != LoaderState.IDLE) & ~(owed & ~handed).any())):
@@ -258,7 +271,9 @@ class Loader(wiring.Component):
         address) and steps that stream's counters; the candidate takes a tag and enters the output
         buffer when it has room. So the pick compares registers and the tag's allocation follows
         registers. The buffer is not squashed: its tag is taken, and the tag table waits for the
-        response (stale). A candidate is dropped when the tile stops being ACTIVE."""
+        response (stale). A candidate is dropped when the tile stops being ACTIVE. Returns each
+        tag-table entry's stream, one-hot, in a register loaded at its allocation (its response
+        comes cycles later): ``_route_responses`` chooses from them before the lookup."""
         fields = stream_fields(meta)
         issued = Array(Signal(LINE_INDEX_BITS + 1, name=f"issued_{s.name.lower()}") for s in Stream)
         # Lines still to issue, counted down, and whether there are any (``more``, a register:
@@ -306,17 +321,28 @@ class Loader(wiring.Component):
                                  next_line[s.value].eq(fast_add(m, next_line[s.value], 0, 1)[:self.addr_bits - 6])]
         with m.If(~active):
             m.d.sync += candidate_valid.eq(0)
+        entry_streams = [Signal(len(Stream), name=f"entry_stream{i}", reset_less=True) for i in range(self.tags)]
+        for i, entry in enumerate(entry_streams):
+            with m.If(tags.alloc & (tags.tag == i)):
+                m.d.sync += entry.eq(Cat(candidate.stream == s for s in Stream))
+        return entry_streams
 
-    def _route_responses(self, m, tags, queues):
-        """Responses go to the queue of their stream, unless their tile was aborted."""
+    def _route_responses(self, m, tags, queues, entry_streams):
+        """Responses go to the queue of their stream, unless their tile was aborted; the realigner
+        gets that queue's rotation (also for a stale line, which no queue takes), chosen for each
+        tag-table entry from registers (``entry_streams``) and picked by the one-hot tag: the
+        table's lookup of the line's stream leaves no time for it."""
         resp = self.line_resp
         m.d.comb += tags.lookup.eq(resp.payload.tag)
         for s, queue in queues.items():
             m.d.comb += [
                 queue.write.valid.eq(resp.valid & ~tags.stale & (tags.line.stream == s)),
                 queue.write.payload.index.eq(tags.line.index),
-                queue.write.payload.data.eq(resp.payload.data),
+                queue.rotated.eq(self.line_rotated),
             ]
+        digits = (reduce(operator.or_, (Mux(stream[k], queues[s].digits, 0) for k, s in enumerate(Stream)))
+                  for stream in entry_streams)
+        m.d.comb += self.line_digits.eq(reduce(operator.or_, (Mux(hit, d, 0) for hit, d in zip(resp.payload.tag, digits))))
 
     def _check_value_length(self, m, mask_q, meta, accept, active, fail):
         """Sparse mode: the value stream must be ceil(ones * Q / 8) bytes; count the mask's ones,

@@ -44,6 +44,7 @@ from .loader import Loader, framed
 from .params import (CONTEXTS, LOADERS, SQQ_BYTES, TAGS, TOUT_BUFFERS, ParameterError, check_contexts, check_loaders,
                      check_params, tout_buffer_count)
 from .pipeline import Pipeline
+from .queues import LineRealigner
 from .prefetcher import Prefetcher
 from .registers import registers
 from .stages import OutputBuffer, RegisterQueue, RegisterSlice, ShiftQueue
@@ -376,8 +377,13 @@ class PE(wiring.Component):
         ]
         # Responses enter a register first (every cycle: there is no ready), their tag decoded on
         # the way in: the context it names into one valid bit each, the loader's own tag into its
-        # one-hot entry (zero in the other contexts).
+        # one-hot entry (zero in the other contexts). The data goes on to one realigner for every
+        # context's queues, with the rotation of the queue the response is for.
         data_reg = Signal.like(self.mem_resp.payload.data, reset_less=True)
+        realigner = LineRealigner()
+        m.submodules.realigner = in_datapath(realigner)
+        m.d.comb += [realigner.data.eq(data_reg),
+                     realigner.digits.eq(reduce(operator.or_, (ld.line_digits for ld in loaders)))]
         entries = self.tags // self.contexts
         index_bits = (entries - 1).bit_length()
         tag = self.mem_resp.payload.tag
@@ -392,7 +398,7 @@ class PE(wiring.Component):
                 loader.line_req.ready.eq(req.i.ready & pick[i]),
                 loader.line_resp.valid.eq(resp_valid[i]),
                 loader.line_resp.payload.tag.eq(entry),
-                loader.line_resp.payload.data.eq(data_reg),
+                loader.line_rotated.eq(realigner.rotated),
             ]
 
     def _status(self, m, per_port, orders, pipeline, regs, busy):

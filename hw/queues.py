@@ -8,15 +8,18 @@ another, each with one byte-enabled write port and one synchronous read port (a 
 write ports maps to no FPGA RAM, nor to the usual ASIC macro). Reads then never cross a row: the
 queue hands out the stream in beats of ``beat_bytes`` (a divisor of R), each once every line it
 needs has arrived. A queue holds one tile's stream at a time, circularly when the stream is longer
-than the queue; ``room`` tells the loader whether a line may be requested yet.
+than the queue (a one-row queue: streams of at most a row); ``room`` tells the loader whether a
+line may be requested yet.
 
 **Pipeline.** A written line enters a register with its index (stage W1); the next cycle it is
 rotated into place and its byte enables are formed (registered in stage W2), and the cycle after
 it is written, but for the bytes of the first and last lines outside the stream (per-stream masks),
-and counted as arrived. A beat is issued from registers (whether its lines have
-arrived, where it lies) by reading its row (the read port's register is stage 1; a one-row queue
-is read from its register then); the beat's bytes enter the output register (stage 2), which
-``beats`` presents. So a line written in cycle t lets out the first beat it completes in cycle
+and counted as arrived. The line's data and its rotation are a ``LineRealigner``'s, the queue's
+own or one shared by queues that take a line per cycle between them. A beat is issued from
+registers (whether its lines have arrived, where it lies) by reading its row (the read port's
+register is stage 1; a one-row queue is read from its register then); the beat's bytes enter the
+output register (stage 2), which ``beats`` presents (a one-row queue's beat stays in its row, which
+stage 2 points at). So a line written in cycle t lets out the first beat it completes in cycle
 t + 5 at the earliest (t + 1 with combinational reads and writes), and beats follow one per cycle;
 ``beats.ready`` only enables the two read stages. ``room`` is registered from the read position
 two cycles late, which only holds a request back that long. ``start`` drops what is in the pipeline,
@@ -76,11 +79,19 @@ def rotate(m, name, value, digits, unit, left=False):
     return value
 
 
-def digit_copies(m, name, amount, en, bits):
-    """The base-4 digits of ``amount`` (6 bits), each one-hot, in registers loaded when ``en``: one
-    copy per ``HOLD_SLICE`` of the ``bits`` they select, for ``rotate``."""
-    value = Cat((Const(1, 4) << amount[2 * j:2 * j + 2])[:4] for j in range(3))
-    regs = copies(m, name, value, en, max(1, bits // HOLD_SLICE))
+#: Bits of a rotation amount's one-hot base-4 digits (``offset_digits``): three digits of four.
+DIGIT_BITS = 12
+
+
+def offset_digits(amount):
+    """The base-4 digits of ``amount`` (6 bits), each one-hot."""
+    return Cat((Const(1, 4) << amount[2 * j:2 * j + 2])[:4] for j in range(3))
+
+
+def digit_copies(m, name, digits, en, bits):
+    """``digits`` (``offset_digits``) in registers loaded when ``en``: one copy per ``HOLD_SLICE``
+    of the ``bits`` they select, for ``rotate``."""
+    regs = copies(m, name, digits, en, max(1, bits // HOLD_SLICE))
     return [[reg[4 * j:4 * j + 4] for j in range(3)] for reg in regs]
 
 
@@ -90,29 +101,58 @@ def _index(n):
     return range(max(2, n))
 
 
-def write_layout():
-    """Line ``index`` of the current stream, as memory returned it."""
-    return data.StructLayout({"index": LINE_INDEX_BITS, "data": 8 * LINE_BYTES})
+def write_layout(with_data=True):
+    """Line ``index`` of the current stream, as memory returned it (without ``data`` where a
+    ``LineRealigner`` outside the queue takes the data)."""
+    return data.StructLayout({"index": LINE_INDEX_BITS, **({"data": 8 * LINE_BYTES} if with_data else {})})
+
+
+class LineRealigner(wiring.Component):
+    """The data half of a ``LineQueue``'s write stages: the line written in a cycle (``data``, with
+    ``digits``, its stream's ``LineQueue.digits``) enters a register (stage W1), and the next cycle
+    its rotation into place enters ``rotated`` (stage W2), which the queue writes. It holds no
+    state of any queue, so queues that take at most one line per cycle between them share one,
+    each told by its own valid bit which line is its (the PE: one memory response per cycle)."""
+
+    def __init__(self):
+        super().__init__({"data": In(8 * LINE_BYTES), "digits": In(DIGIT_BITS), "rotated": Out(8 * LINE_BYTES)})
+
+    def elaborate(self, platform):
+        m = Module()
+        # No reset: the queues' valid bits say which line is whose.
+        line = Signal(8 * LINE_BYTES, reset_less=True)
+        rotated = Signal(8 * LINE_BYTES, reset_less=True)
+        digits = digit_copies(m, "digits", self.digits, 1, len(line))
+        m.d.sync += [line.eq(self.data), rotated.eq(rotate(m, "rotated", line, digits, 8))]
+        m.d.comb += self.rotated.eq(rotated)
+        return m
 
 
 class LineQueue(wiring.Component):
     """``start`` (with ``offset`` = address mod 64 and ``length``) begins a new stream and drops
     what the queue held; ``write`` stores a line of it. A stream of length 0 is one empty beat with
-    ``last``. Timing: see the module docstring."""
+    ``last``; a one-row queue takes streams of at most one row. Timing: see the module docstring.
 
-    def __init__(self, rows, row_bytes, beat_bytes):
+    ``shared_realigner``: the line's data goes to a ``LineRealigner`` outside the queue, shared with
+    other queues: ``write`` carries the index alone, ``digits`` is the stream's rotation for the
+    realigner (in the line's write cycle) and ``rotated`` its output (two cycles later)."""
+
+    def __init__(self, rows, row_bytes, beat_bytes, *, shared_realigner=False):
         assert rows & (rows - 1) == 0 and row_bytes % LINE_BYTES == 0 and row_bytes % beat_bytes == 0
         self.rows, self.row_bytes, self.beat_bytes = rows, row_bytes, beat_bytes
+        self.shared_realigner = shared_realigner
         # Lines that may be outstanding at once: those of a full queue plus one straddling its ends.
         self.slots = 1 << (rows * row_bytes // LINE_BYTES + 1).bit_length()
+        realigner_ports = {"digits": Out(DIGIT_BITS), "rotated": In(8 * LINE_BYTES)} if shared_realigner else {}
         super().__init__({
             "start": In(1),
             "offset": In(range(LINE_BYTES)),
             "length": In(LEN_BITS),
-            "write": In(stream.Signature(write_layout(), always_ready=True)),
+            "write": In(stream.Signature(write_layout(with_data=not shared_realigner), always_ready=True)),
             "issue_index": In(LINE_INDEX_BITS),
             "room": Out(1),
             "beats": Out(stream.Signature(beat_layout(beat_bytes))),
+            **realigner_ports,
         })
 
     def elaborate(self, platform):
@@ -130,10 +170,10 @@ class LineQueue(wiring.Component):
         lo = Signal(LINE_BYTES, reset_less=True)
         wrap_lo = Signal(LINE_BYTES, reset_less=True)  # ``lo`` but for offset 0: slot 0's bytes that
         offset_nz = Signal(reset_less=True)            # belong to the next row when k mod R/64 = 0
-        # The offset's base-4 digits, one-hot: the realignment's rotation amounts, a copy for each
-        # 64 bits of the rotated line and one for the last line's byte mask.
+        # The offset's base-4 digits, one-hot: the rotation amounts of the realignment (its
+        # ``LineRealigner`` copies them for the line's bits) and of the last line's byte mask.
         assert LINE_BYTES == 4 ** 3
-        digits = digit_copies(m, "offset_digits", self.offset, self.start, 9 * LINE_BYTES)
+        digits = digit_copies(m, "offset_digits", offset_digits(self.offset), self.start, LINE_BYTES)
         with m.If(self.start):
             upper = _below((LINE_BYTES - self.offset)[:7], LINE_BYTES)
             m.d.sync += [offset.eq(self.offset), length.eq(self.length), lo.eq(upper),
@@ -150,16 +190,24 @@ class LineQueue(wiring.Component):
         stream_end = fast_add(m, ~(a ^ b), Cat(Const(0, 1), (a | b)[:LEN_BITS]))[:LEN_BITS + 1].as_signed()
         m.d.sync += [last_line.eq(stream_end // LINE_BYTES), last_mask.eq(~(Const((1 << LINE_BYTES) - 2, LINE_BYTES) << stream_end % LINE_BYTES)[:LINE_BYTES])]  # _below(end + 1)
 
-        # Stage W1: the written line and its index.
+        # Stage W1: the written line's index (its data: in the realigner).
         w = self.write
         w1_valid = Signal()
-        w1 = Signal(write_layout(), reset_less=True)  # data registers here have no reset: valid bits say
-        m.d.sync += [w1_valid.eq(w.valid & ~self.start), w1.eq(w.payload)]
+        w1 = Signal(write_layout(with_data=False), reset_less=True)  # no reset: the valid bit says
+        m.d.sync += [w1_valid.eq(w.valid & ~self.start), w1.index.eq(w.payload.index)]
+        if self.shared_realigner:
+            m.d.comb += self.digits.eq(Cat(digits[0]))
+            rotated = self.rotated
+        else:
+            m.submodules.realigner = realigner = LineRealigner()
+            m.d.comb += [realigner.data.eq(w.payload.data), realigner.digits.eq(Cat(digits[0]))]
+            rotated = realigner.rotated
         # Stage W2: the row writes, registered, so that a macro's inputs come from flip-flops and a
         # one-row queue's register takes its bytes straight from them.
         w2_mark = Signal(self.slots)  # the line's arrival slot, one-hot (none without a line)
         m.d.sync += w2_mark.eq(Mux(w1_valid & ~self.start, _onehot(w1.index % self.slots, self.slots), 0))
-        writes, write_data = self._bank_writes(m, w1_valid, w1, digits[:-1], lo, wrap_lo, offset_nz)
+        writes = self._bank_writes(m, w1_valid, w1, lo, wrap_lo, offset_nz)
+        write_data = Cat([rotated] * (R // LINE_BYTES))  # a rotated line suits every slot of a row
         # Only line 0 has bytes before the stream (where the slot holds its first ``offset``
         # bytes), only the last line bytes after it (placed as the line's bytes are: a per-stream
         # register, from the stream's registers, valid by the time a line reaches W2). The two
@@ -168,7 +216,7 @@ class LineQueue(wiring.Component):
         w2_first, w2_last = Signal(reset_less=True), Signal(reset_less=True)
         m.d.sync += [w2_first.eq(w1.index == 0), w2_last.eq(w1.index == last_line)]
         last_placed = Signal(LINE_BYTES, reset_less=True)
-        m.d.sync += last_placed.eq(rotate(m, "last_placed", last_mask, digits[-1], 1))
+        m.d.sync += last_placed.eq(rotate(m, "last_placed", last_mask, digits[0], 1))
         n = R // LINE_BYTES
         all_bytes = Const((1 << R) - 1, R)
         stream_bytes = Mux(w2_first, Cat([lo] * n), all_bytes) & Mux(w2_last, Cat([last_placed] * n), all_bytes)
@@ -206,13 +254,14 @@ class LineQueue(wiring.Component):
         m.d.comb += self.room.eq(Mux(self.issue_index[0] == index_bit, room_at, room_after) | fits)
         return m
 
-    def _bank_writes(self, m, valid, line, digits, lo, wrap_lo, offset_nz):
+    def _bank_writes(self, m, valid, line, lo, wrap_lo, offset_nz):
         """The line of stage W1 placed in rows S and S + 1 (``elaborate``): S = k div (R/64) - 1
         when k mod R/64 = 0 and offset > 0 (the line's first bytes end the row before), else k div
         (R/64); only slot 0's ``wrap_lo`` bytes of such a line are in row S + 1. The two rows differ
         in parity, so each bank writes one of them: registered write ports (address, data, byte
-        enables), even bank first. The enables are all the line's bytes; the write takes out those
-        of the first and last lines that are not the stream's (``elaborate``)."""
+        enables), even bank first, beside the realigner's rotated line. The enables are all the
+        line's bytes; the write takes out those of the first and last lines that are not the
+        stream's (``elaborate``)."""
         R, n = self.row_bytes, self.row_bytes // LINE_BYTES
         slot = _onehot(line.index % n, n)
         wraps = slot[0] & offset_nz
@@ -223,13 +272,11 @@ class LineQueue(wiring.Component):
         # No reset: ``en`` follows stage W1's valid bit a cycle later (a write left from before a
         # reset lands before the next stream starts, and rows are read only once their lines came).
         writes = [Signal(layout, name=f"write_{name}", reset_less=True) for name in ("even", "odd")]
-        rotated = Signal(8 * LINE_BYTES, reset_less=True)  # both banks take it, in every slot
-        m.d.sync += rotated.eq(rotate(m, "rotated", line.data, digits, 8))
         for parity, port in enumerate(writes):
             later = row[0] != parity  # this bank's row is S + 1
             m.d.sync += [port.addr.eq((row + later) % self.rows // 2),
                          port.en.eq(Mux(valid, Mux(later, ahead, line_bytes & ~ahead), 0))]
-        return writes, Cat([rotated] * n)
+        return writes
 
     def _arrivals(self, m, mark):
         """Lines below ``arrived`` are all in; later ones are marked in a bitmap until they join.
@@ -275,8 +322,6 @@ class LineQueue(wiring.Component):
         load1, load2 = stage_loads(m, [valid1, out.valid], out.ready, "beat")
         issue = ~done & (empty | ~at_least(need, arrived)) & load1  # arrived > need, a tree compare
         read_data = Signal(8 * R, reset_less=True)
-        beat_data = Signal.like(out.payload.data, reset_less=True)
-        m.d.comb += out.payload.data.eq(beat_data)
         with m.If(load1):
             m.d.sync += [valid1.eq(issue), row1.eq(pos // R % self.rows), last1.eq(last),
                          nbytes1.eq(Mux(last, rest, B)), sel1.eq(pos % R // B)]
@@ -289,8 +334,20 @@ class LineQueue(wiring.Component):
         with m.Else():
             m.d.sync += need.eq(Mux(last, last_line, reach // LINE_BYTES))
         with m.If(load2):
-            m.d.sync += [out.valid.eq(valid1), beat_data.eq(read_data.word_select(sel1, 8 * B)),
-                         out.payload.nbytes.eq(nbytes1), out.payload.last.eq(last1)]
+            m.d.sync += [out.valid.eq(valid1), out.payload.nbytes.eq(nbytes1), out.payload.last.eq(last1)]
+        if self.rows > 1:
+            beat_data = Signal.like(out.payload.data, reset_less=True)
+            with m.If(load2):
+                m.d.sync += beat_data.eq(read_data.word_select(sel1, 8 * B))
+        else:
+            # A one-row queue's stream fits in its row, each byte written once, and a beat is issued
+            # once its bytes are in: the row holds the beat unchanged while it waits in stage 2 (a
+            # start clears the stage before the next stream's lines land), so it is read from there.
+            sel2 = Signal.like(sel1)
+            with m.If(load2):
+                m.d.sync += sel2.eq(sel1)
+            beat_data = read_data.word_select(sel2, 8 * B)
+        m.d.comb += out.payload.data.eq(beat_data)
         with m.If(self.start):
             m.d.sync += [pos.eq(0), rest.eq(self.length), reach.eq(self.offset + B - 1), last.eq(self.length <= B),
                          empty.eq(self.length == 0), done.eq(0), valid1.eq(0), out.valid.eq(0)]
