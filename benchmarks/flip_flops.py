@@ -1,0 +1,103 @@
+"""Where the flip-flops of a synthesized PE are: its mapped flip-flop cells, module by module, in
+groups that keep the storage the design needs (memories) apart from the registers around it.
+
+    .venv/bin/python benchmarks/flip_flops.py build/synth/deca_pe_w32_l8
+
+Reads the work folder of ``deca synth``: each module's mapped cells (``stat.json``) and, to split
+a module between groups, its registers and memories before mapping (``front.il``: a memory's words
+x bits become flip-flops, a registered read port a register of its width). A module's flip-flops
+that the mapping added or removed against ``front.il`` count in the group of the module's other
+registers. Prints a Markdown table.
+"""
+
+import argparse
+import json
+import re
+from collections import Counter
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+MEMORY, READ = "memory", "read port"
+QUEUES = "*.sqq", "*.mask_queue", "*.scale_queue"
+#: (group, module globs (path below the top), register names: MEMORY, READ or a regex; None: any),
+#: first match wins.
+GROUPS = (
+    ("sub-LUTs", ("*.luts",), MEMORY),
+    ("TOut buffers", ("tout",), MEMORY),
+    ("SQQ banks", ("*.sqq",), MEMORY),
+    ("mask and scale queue rows", QUEUES, "read_data"),
+    ("memory read registers (SQQ, TOut, sub-LUTs)", ("*",), READ),
+    ("line write staging (line, rotation, index, bank enables)", ("realigner", "realigner.*"), None),
+    ("line write staging (line, rotation, index, bank enables)", QUEUES, r"w1|rotated|write_(even|odd)"),
+    ("line queue beat registers", QUEUES, "beat_data"),
+    ("line queue stream registers", QUEUES + tuple(q + ".*" for q in QUEUES), None),
+    ("stream register slices (contexts' outputs, pipeline inputs)",
+     ("loader*.*_slice", "vops_reg", "values_reg", "scales_reg"), None),
+    ("window units", ("loader*.window",), None),
+    ("tile contexts' control (request, checks, tag table, line requests)", ("loader*",), None),
+    ("pipeline registers (unpacker, LUT addresses, SD, DD, scaler)", ("pipeline", "pipeline.*"), None),
+    ("prefetcher", ("prefetcher",), None),
+    ("other (TOut's records, request queue, port registers, control registers)", ("*",), None),
+)
+
+
+def group_of(module, name):
+    for group, globs, names in GROUPS:
+        if any(fnmatchcase(module, g) for g in globs) and (
+                names is None or names == name or names not in (MEMORY, READ) and name not in (MEMORY, READ)
+                and re.fullmatch(names, name)):
+            return group
+    raise AssertionError(f"no group for {name} in {module}")
+
+
+def _int(value):
+    return int(value.split("'")[1], 2) if "'" in value else int(value)
+
+
+def front_registers(text):
+    """{module: Counter of register (Q wire) name, MEMORY or READ: bits} of an RTLIL file."""
+    out = {}
+    for module, body in re.findall(r"^module \\(\S+)\n(.*?)^end$", text, re.S | re.M):
+        bits = out[module] = Counter()
+        for kind, cell in re.findall(r"^  cell \$(\w+) \S+\n(.*?)^  end$", body, re.S | re.M):
+            params = dict(re.findall(r"parameter \\(\w+) (\S+)", cell))
+            if kind == "mem_v2":
+                bits[MEMORY] += _int(params["SIZE"]) * _int(params["WIDTH"])
+                bits[READ] += params["RD_CLK_ENABLE"].split("'")[1].count("1") * _int(params["WIDTH"])
+            elif re.fullmatch(r"a?s?dff\w*|dffe|aldff\w*", kind):
+                q = re.search(r"connect \\Q \\?([^ \n\[]+)", cell).group(1)
+                bits[q] += _int(params["WIDTH"])
+    return out
+
+
+def breakdown(work):
+    top = json.loads((work / "stat.json").read_text())
+    front = front_registers((work / "front.il").read_text())
+    groups = Counter()
+    names = [name.lstrip("\\") for name in top["modules"]]
+    root = min(names, key=len)
+    for name, stats in top["modules"].items():
+        name = name.lstrip("\\")
+        mapped = sum(n for cell, n in stats.get("num_cells_by_type", {}).items() if "DFF" in cell)
+        module = name.removeprefix(root).removeprefix(".") or "(top)"
+        regs = front.get(name, Counter())
+        for reg, bits in regs.items():
+            groups[group_of(module, reg)] += bits
+        groups[group_of(module, "")] += mapped - sum(regs.values())
+    return groups
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("work", type=Path, help="the work folder of deca synth (build/synth/<top>)")
+    args = p.parse_args(argv)
+    groups = breakdown(args.work)
+    total = sum(groups.values())
+    print("| group | flip-flops | share |\n| --- | --- | --- |")
+    for group, n in sorted(groups.items(), key=lambda kv: -kv[1]):
+        print(f"| {group} | {n:,} | {n / total:.1%} |")
+    print(f"| whole PE | {total:,} | |")
+
+
+if __name__ == "__main__":
+    main()
