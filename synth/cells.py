@@ -110,10 +110,21 @@ def technology(name="asap7", liberties=None, min_macro_bits=sram.MIN_MACRO_BITS,
 DROP_INIT = "attrmap -remove init"
 
 
+#: The memories as ``_memories`` reads them: ``FRONT`` with each multiplexer of an undefined input
+#: replaced by its other input. ``proc`` gives a conditional write ``if (en) m[a] <= d`` the address
+#: ``en ? a : x``, a net of its own although it is ``a`` wherever the write happens, so that only
+#: this way a write port and a read port on the same address show the same nets.
+MEMORIES_IL = "memories.il"
+FRONT = "front.il"
+
+
 def front_script(verilog, top):
-    """Pass 1 of the standard-cell flow: the design up to its memories, before any is mapped."""
+    """Pass 1 of the standard-cell flow: the design up to its memories, before any is mapped
+    (``FRONT``), and its memories for the choice of their storage (``MEMORIES_IL``; the design
+    goes on from ``FRONT``, unchanged)."""
     return "\n".join([f"read_verilog {verilog}", f"hierarchy -check -top {top}", "proc", DROP_INIT,
-                      "opt", "memory -nomap", "write_rtlil front.il"]) + "\n"
+                      "opt", "memory -nomap", f"write_rtlil {FRONT}", "opt_expr -mux_undef", "opt_clean",
+                      f"write_rtlil {MEMORIES_IL}"]) + "\n"
 
 
 #: The design down to gates and flip-flops, before clock gating and mapping (pass 2's output).
@@ -128,7 +139,7 @@ def cells_script(top, macro_shapes):
     of the loaders (422 ps where these names give 397.7 ps, W = 32, L = 8)."""
     marks = [f"setattr -set deca_macro 1 t:$mem_v2 r:WIDTH={width} %i r:SIZE={words} %i r:RD_PORTS={reads} %i "
              f"r:WR_PORTS={writes} %i" for words, width, reads, writes in sorted(macro_shapes)]
-    lines = ["read_rtlil front.il", f"synth -top {top} -noabc -run coarse:fine", *marks,
+    lines = [f"read_rtlil {FRONT}", f"synth -top {top} -noabc -run coarse:fine", *marks,
              "opt -fast -full", "memory_map -attr !deca_macro",
              # Each memory left in flip-flops keeps its own: the L LUT replicas hold the same entries,
              # and merged they would be one array instead of L physical read ports.
@@ -313,9 +324,9 @@ def measure_memory(memory, tech, work):
     yosys = yosys_version()
     front = front_script("memory.v", top)
     _yosys_step(folder, "front", [_sha256(folder / "memory.v"), front, yosys], front,
-                f"Yosys front end of a {memory.words} x {memory.width} memory", ("front.il",))
+                f"Yosys front end of a {memory.words} x {memory.width} memory", (FRONT, MEMORIES_IL))
     script = cells_script(top, set())
-    _yosys_step(folder, "cells", [_sha256(folder / "front.il"), script, yosys], script,
+    _yosys_step(folder, "cells", [_sha256(folder / FRONT), script, yosys], script,
                 f"Yosys synthesis of a {memory.words} x {memory.width} memory", (PREGATE,))
     mapping = map_script(names, False, tech.dont_use, tech.gate_min_flops, clock_gates(lib))
     _yosys_step(folder, "map", [_sha256(folder / PREGATE), mapping, yosys,
@@ -387,8 +398,8 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     yosys = yosys_version()
     front = front_script(verilog, top)
     seconds = _yosys_step(work, "front", [_sha256(work / verilog), front, yosys], front,
-                          f"Yosys front end of {source} (top {top})", ("front.il",))
-    found = _memories(work / "front.il")
+                          f"Yosys front end of {source} (top {top})", (FRONT, MEMORIES_IL))
+    found = _memories(work / MEMORIES_IL)
     memory_table, chosen = choose_memories(found, tech, work, model)
     macro_shapes = {(m.words, m.width, len(m.sync_reads), m.writes) for m in found
                     if chosen[m.shape].kind != memories.CELLS}
@@ -397,7 +408,7 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     if buffer:
         (work / ABC_CONSTR).write_text(constr)
     cells = cells_script(top, macro_shapes)
-    seconds += _yosys_step(work, "cells", [_sha256(work / "front.il"), cells, yosys], cells,
+    seconds += _yosys_step(work, "cells", [_sha256(work / FRONT), cells, yosys], cells,
                            f"Yosys synthesis of {source} (top {top})", (PREGATE,))
     ungated, late_rounds, first = set(), [], None
     while True:
