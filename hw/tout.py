@@ -18,8 +18,15 @@ tile has left its queues:
 
 A completion goes out as 16 beats of one 64-byte row, **each as soon as the chunks covering it are
 written** (a row is read the cycle after its last chunk), with ``last`` on row 15; a failed
-request completes with one error beat instead. The buffer memory reads synchronously, as an SRAM
-macro does: its read register is the ``resp`` register, loaded when ``resp`` is empty or taken
+request completes with one error beat instead. Each buffer is ``BANKS`` single-port memories
+(memory row j in bank j % BANKS), each with one address for its write and its synchronous read, so
+that synthesis can make each a single-port (``1rw``) SRAM macro: in a cycle a bank writes a chunk or
+reads a row. The write wins, because ``chunks.ready`` is a register (deciding it from this cycle's
+read would put TOut's response logic on the scaling stage's enables), and the row waits for the
+next cycle without a chunk for its bank. The banks keep that wait off the streaming rows: a row
+is read while the pipeline writes the next memory row, in the other bank (one bank per buffer
+delayed each row of a tile to the end of its chunks, and a store-and-fence tile by as much). A
+memory's read register is the ``resp`` register, loaded when ``resp`` is empty or taken
 (``done``: the record and the buffer are freed as the last beat is loaded). No row of a request
 can leave before its verdict: a request fails only before any of it flows, its record is marked in
 the cycle after the failure is announced, and a later tile's first chunk comes ``PIPELINE_FILL``
@@ -43,6 +50,10 @@ def record_layout(id_bits):
 def fail_layout(slots):
     """A loader's request fails in this cycle (``en``): its record and the reason."""
     return data.StructLayout({"en": 1, "slot": range(slots), "reason": ErrorReason})
+
+
+#: Single-port memories per tile buffer, by memory row (see ``TOut._buffers``).
+BANKS = 2
 
 
 def memory_rows(W):
@@ -77,8 +88,7 @@ class TOut(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         delivered, in_use = self._records(m)
-        mem, wb, rb, chunk, full = self._buffers(m, delivered)
-        self._rows(m, mem, wb, rb, chunk, full, in_use)
+        self._buffers(m, delivered, in_use)
         return m
 
     @staticmethod
@@ -112,30 +122,26 @@ class TOut(wiring.Component):
             m.d.sync += first.eq(self._advance(first, n))
         return self.done & ~self.head.failed, in_use
 
-    def _buffers(self, m, delivered):
-        """The tile ring: ``wb`` is written, ``rb`` read; ``full`` buffers hold a whole tile."""
+    def _buffers(self, m, delivered, in_use):
+        """The tile ring (``wb`` is written, ``rb`` read; ``full`` buffers hold a whole tile), its
+        ``BANKS`` single-port memories per buffer, and the head's rows out of ``rb`` into ``resp``."""
         n = self.buffers
         # At least a bit each: one buffer would make them zero-width, which Verilog cannot declare.
         wb, rb = Signal(range(max(2, n))), Signal(range(max(2, n)))
         chunk = Signal(range(TILE_ELEMS // self.W))  # chunks of the tile in ``wb`` written so far
         full = Signal(n)
+        row = Signal(range(TILE_ROWS))  # the head's next tile row
 
         chunk_bits = 16 * self.W
         row_bits, rows = memory_rows(self.W)
-        m.submodules.mem = mem = memory.Memory(shape=row_bits, depth=n * rows, init=[])
-        per_row = row_bits // chunk_bits
-        wp = mem.write_port(granularity=chunk_bits) if per_row > 1 else mem.write_port()
+        per_row = row_bits // chunk_bits  # chunks per memory row
+        rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
         c = self.chunks.payload
         fire = self.chunks.valid & self.chunks.ready
         # ``chunks.ready`` (the buffer ``wb`` is not full) is a register: it stalls the whole
         # scaling stage, whose enables are a wide tree already.
         accepting = Signal(init=1)
-        m.d.comb += [
-            self.chunks.ready.eq(accepting),
-            wp.addr.eq(wb * rows + chunk // per_row),
-            wp.data.eq(c.data.as_value().replicate(per_row)),
-            wp.en.eq(Mux(fire, Const(1, per_row) << (chunk % per_row), 0) if per_row > 1 else fire),
-        ]
+        m.d.comb += self.chunks.ready.eq(accepting)
         with m.If(fire):
             m.d.sync += chunk.eq(Mux(c.last, 0, chunk + 1))
         with m.If(delivered):
@@ -143,19 +149,17 @@ class TOut(wiring.Component):
         next_wb = Mux(fire & c.last, self._advance(wb, n), wb)
         next_full = (full | Mux(fire & c.last, Const(1, n) << wb, 0)) & ~Mux(delivered, Const(1, n) << rb, 0)
         m.d.sync += [wb.eq(next_wb), full.eq(next_full), accepting.eq(~next_full.bit_select(next_wb, 1))]
-        return mem, wb, rb, chunk, full
 
-    def _rows(self, m, mem, wb, rb, chunk, full, in_use):
-        """Tile row ``row`` of the head's buffer, once written (its whole tile, or enough chunks of
-        it), into ``resp``: the read port's data and a register of the beat's other fields."""
-        row = Signal(range(TILE_ROWS))
-        rp = mem.read_port(transparent_for=())
-        row_bits, rows = memory_rows(self.W)
-        rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
         # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being
-        # written (wb = rb), and no chunk of it is written while ``chunk`` is 0.
+        # written (wb = rb), and no chunk of it is written while ``chunk`` is 0. A bank's one port
+        # either writes a chunk or reads a row: the write wins (``chunks.ready`` must stay a
+        # register), and the row waits for a cycle without a chunk for its bank. Memory row j is in
+        # bank j % BANKS, so that a row streaming out behind the chunks meets none: the pipeline is
+        # on the next row by then.
         elems_per_row = TILE_ELEMS // TILE_ROWS
         written = full.bit_select(rb, 1) | ((wb == rb) & (chunk * self.W >= (row + 1) * elems_per_row))
+        write_row, read_row = chunk // per_row, row // rows_per  # memory rows
+        collide = fire & (wb == rb) & (write_row % BANKS == read_row % BANKS)
         head, r = self.head, self.resp.payload
         beat = Signal(tepl_response_layout(len(head.id)))  # the next beat, but for its data
         m.d.comb += [
@@ -165,19 +169,42 @@ class TOut(wiring.Component):
             beat.error.eq(head.failed),
             beat.reason.eq(Mux(head.failed, head.reason, ErrorReason.NONE)),
         ]
-        ready = in_use & (head.failed | written)
+        readable = in_use & written & ~collide
+        ready = readable | (in_use & head.failed)
         load = ~self.resp.valid | self.resp.ready
-        fire = load & ready
-        m.d.comb += [rp.en.eq(load), rp.addr.eq(rb * rows + row // rows_per), self.done.eq(fire & beat.last)]
+        sent = load & ready
+        m.d.comb += self.done.eq(sent & beat.last)
         loaded = Signal.like(beat)
+        read_from = Signal(range(n * BANKS))  # the bank whose read port holds the loaded row
         with m.If(load):
-            m.d.sync += [self.resp.valid.eq(ready), loaded.eq(beat)]
-        with m.If(fire):
+            m.d.sync += [self.resp.valid.eq(ready), loaded.eq(beat),
+                         read_from.eq(rb * BANKS + read_row % BANKS)]
+        with m.If(sent):
             m.d.sync += row.eq(Mux(beat.last, 0, row + 1))
-        row_data = rp.data
+
+        # The memories read synchronously, as SRAM macros do: a read port's data register is the
+        # ``resp`` register. Each has one address for its write and read ports, a ``1rw`` macro.
+        data = []
+        for i in range(n):
+            for b in range(BANKS):
+                mem = memory.Memory(shape=row_bits, depth=rows // BANKS, init=[])
+                m.submodules[f"buffer{i}_{b}"] = mem
+                wp = mem.write_port(granularity=chunk_bits) if per_row > 1 else mem.write_port()
+                rp = mem.read_port(transparent_for=())
+                writing = fire & (wb == i) & (write_row % BANKS == b)
+                addr = Signal(range(rows // BANKS), name=f"addr{i}_{b}")
+                m.d.comb += [
+                    addr.eq(Mux(writing, write_row // BANKS, read_row // BANKS)),
+                    wp.addr.eq(addr), rp.addr.eq(addr),
+                    wp.data.eq(c.data.as_value().replicate(per_row)),
+                    wp.en.eq(Mux(writing, Const(1, per_row) << (chunk % per_row), 0) if per_row > 1 else writing),
+                    rp.en.eq(load & readable & (rb == i) & (read_row % BANKS == b) & ~head.failed),
+                ]
+                data.append(rp.data)
+        row_data = Array(data)[read_from]
         if rows_per > 1:
             part = Signal(range(rows_per))  # the tile row's part of the memory row read
             with m.If(load):
                 m.d.sync += part.eq(row % rows_per)
-            row_data = rp.data.word_select(part, 8 * LINE_BYTES)
+            row_data = row_data.word_select(part, 8 * LINE_BYTES)
         m.d.comb += [r.eq(loaded), r.data.eq(Mux(loaded.error, 0, row_data))]

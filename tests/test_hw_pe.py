@@ -11,7 +11,7 @@ from deca.hw import pe
 from deca.hw.params import STORAGE, ParameterError
 from deca.hw.pe import PE, ROW_LATENCY, request_queue_entries
 from deca.golden.format import TILE_ELEMS, TILE_ROWS
-from deca.hw.tout import TOut
+from deca.hw.tout import BANKS, TOut, memory_rows
 from deca.sim.bench.bus import AmaranthBus, ReusedSimulator, drive_idle
 from deca.sim.bench.pe_bench import PROCEDURES, Bench
 from deca.sim.bench.ports import PePorts
@@ -56,6 +56,15 @@ SLOW_CASES = [
 ]
 
 
+async def accept(ctx, tout, ids):
+    """TOut accepts a request of each id, one a cycle."""
+    for tile in ids:
+        ctx.set(tout.accept, 1)
+        ctx.set(tout.accept_id, tile)
+        await ctx.tick()
+    ctx.set(tout.accept, 0)
+
+
 @pytest.mark.parametrize("W,buffers", [(8, 2), (64, 2), (8, 1)])
 def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, buffers, seed):
     """One tile more than TOut has buffers while the core takes nothing: the last tile's first chunk
@@ -69,11 +78,7 @@ def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, buffers
     stalled, beats = [], []
 
     async def core(ctx):
-        for tile in ids:
-            ctx.set(dut.accept, 1)
-            ctx.set(dut.accept_id, tile)
-            await ctx.tick()
-        ctx.set(dut.accept, 0)
+        await accept(ctx, dut, ids)
         await ctx.tick().repeat(buffers * per_tile + 20)  # every buffer filled, the last tile waiting
         assert stalled and min(stalled) == buffers * per_tile, stalled
         ctx.set(dut.resp.ready, 1)
@@ -111,6 +116,65 @@ def test_tout_buffers_are_taken_by_first_chunks_and_never_overwritten(W, buffers
         t, r = divmod(k, 16)
         assert (tile_id, row, error) == (ids[t], r, 0)
         assert data == int.from_bytes(rows[t, r].astype("<u2").tobytes(), "little"), f"tile {t} row {r}"
+
+
+@pytest.mark.parametrize("W", [8, 32, 64])
+def test_tout_rows_wait_for_cycles_without_a_chunk_for_their_bank(W, seed):
+    """Each buffer is BANKS single-port memories: a cycle writes a chunk into a bank or reads a row
+    from it. The pipeline writes a chunk in most cycles, the core takes no row until half a tile
+    is written, then every cycle, so that rows fall behind the chunks: row r of tile t is read in
+    the first cycle, from the one after the chunk that completes it and the one the previous row is
+    taken in, in which no chunk of tile t is written into its bank, and is taken the cycle after
+    (or when the core first takes one), with the data written (a read in a write's cycle would read
+    the write's row)."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    ids, per_tile = list(range(4)), TILE_ELEMS // W
+    tiles = rng.integers(0, 1 << 16, (len(ids), TILE_ELEMS), dtype=np.uint16)
+    dut = TOut(W, 8, loaders=1, buffers=2, waiting=1)  # a record per tile
+    chunks, beats = [], []  # (cycle, tile) of the chunk handshakes; (cycle, id, row, data) of the beats taken
+    taking = per_tile // 2  # the first cycle the core takes a row
+
+    async def bench(ctx):
+        await accept(ctx, dut, ids)
+        k = 0
+        for cycle in range(40 * per_tile):
+            ctx.set(dut.resp.ready, cycle >= taking)
+            # A chunk in about five cycles of six: rows are read in the gaps and after the tile.
+            offered = k < len(ids) * per_tile and rng.random() < 0.85
+            ctx.set(dut.chunks.valid, offered)
+            if offered:
+                ctx.set(dut.chunks.payload.data, [int(x) for x in tiles.reshape(-1, W)[k]])
+                ctx.set(dut.chunks.payload.last, k % per_tile == per_tile - 1)
+                if ctx.get(dut.chunks.ready):
+                    chunks.append((cycle, k // per_tile))
+                    k += 1
+            if ctx.get(dut.resp.valid) and cycle >= taking:
+                beats.append((cycle, ctx.get(dut.resp.payload.id), ctx.get(dut.resp.payload.row),
+                              ctx.get(dut.resp.payload.data)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(beats) == 16 * len(ids), "not every row came out"
+    rows = tiles.reshape(len(ids), TILE_ROWS, -1)
+    row_bits, _ = memory_rows(W)
+    per_row, rows_per = row_bits // (16 * W), row_bits // (16 * TILE_ELEMS // TILE_ROWS)
+    # (cycle, tile, bank) of each chunk written: memory row j is in bank j % BANKS.
+    writing = {(cycle, tile, k % per_tile // per_row % BANKS) for k, (cycle, tile) in enumerate(chunks)}
+    previous, delayed = -1, 0
+    for k, (cycle, tile_id, row, data) in enumerate(beats):
+        t, r = divmod(k, 16)
+        assert (tile_id, row) == (ids[t], r)
+        assert data == int.from_bytes(rows[t, r].astype("<u2").tobytes(), "little"), f"tile {t} row {r}"
+        read = max(chunks[t * per_tile + -(-32 * (r + 1) // W) - 1][0] + 1, previous)
+        while (read, t, r // rows_per % BANKS) in writing:
+            read, delayed = read + 1, delayed + 1
+        assert cycle == max(read + 1, taking), f"tile {t} row {r}: read at {read}, taken at {cycle}"
+        previous = cycle
+    assert delayed, "no row met a chunk for its bank"
 
 
 class ReusedPE:
@@ -186,9 +250,11 @@ def test_impossible_pe_parameters_are_refused(params, message):
 @pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), pytest.param(64, 64, 3, marks=pytest.mark.slow)],
                          ids=["W8L4", "W64L64-ld3"])
 def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, seed):
-    """Rows stream (docs/pe/tout.md): with the core always ready, row r of a tile leaves exactly
-    ROW_LATENCY cycles after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) / W) - 1 of
-    the tile), unless the previous beat left in that same cycle, and then the cycle after that beat."""
+    """Rows stream (docs/pe/tout.md): with the core always ready, row r of a tile is read in the
+    first cycle, from the one after the pipeline's chunk that completes it (chunk ceil(32 (r + 1) /
+    W) - 1 of the tile) and the one after the previous row's read, in which no chunk of its tile is
+    written, and leaves ROW_LATENCY - 1 cycles after its read (ROW_LATENCY after the chunk when
+    nothing is in the way)."""
     print(f"seed {seed}")
     chunks, beats = [], []  # cycles of the chunk handshakes; (cycle, row, error) of the completion beats
 
@@ -209,12 +275,18 @@ def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, seed)
              schemes=["nvfp4", "int8"], densities=[1, 0.05], codebook_sizes=[])
     per_tile, rows = 512 // W, [b for b in beats if not b[2]]
     assert len(chunks) == per_tile * len(rows) // 16 and rows, "not every tile went through"
+    row_bits, _ = memory_rows(W)
+    per_row, rows_per = row_bits // (16 * W), row_bits // (16 * TILE_ELEMS // TILE_ROWS)
+    writing = {(cycle, k // per_tile, k % per_tile // per_row % BANKS) for k, cycle in enumerate(chunks)}
     previous = -1
     for k, (cycle, row, _) in enumerate(rows):
         tile = k // 16
         assert row == k % 16
         written = chunks[tile * per_tile + -(-32 * (row + 1) // W) - 1]
-        assert cycle == max(written + ROW_LATENCY, previous + 1), f"tile {tile} row {row}: chunk at {written}, row at {cycle}"
+        read = max(written + 1, previous - ROW_LATENCY + 2)
+        while (read, tile, row // rows_per % BANKS) in writing:
+            read += 1
+        assert cycle == read + ROW_LATENCY - 1, f"tile {tile} row {row}: chunk at {written}, row at {cycle}"
         previous = cycle
 
 

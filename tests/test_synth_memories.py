@@ -102,3 +102,22 @@ def test_cells_candidate_measured_alone(tmp_path):
     lib = cells.load_library(tech)
     flops = sum(n for t, n in own["mem"][0].items() if lib.cells[t].sequential)
     assert flops == 8 * 4 + 4
+
+
+@pytest.mark.parametrize("W,buffers", [(32, 2), (8, 1), (64, 3)])
+def test_tout_buffers_are_single_port_memories(W, buffers, tmp_path):
+    """TOut as the flow reads it: one memory per tile buffer, of ``memory_rows`` shape, its read port
+    synchronous and on its write port's address, so a ``1rw`` macro candidate."""
+    from deca.hw.generate import generate, top_name
+    from deca.hw.tout import BANKS, memory_rows
+    from deca.synth.tools import run_yosys
+
+    path = generate(W, 8, tmp_path, design="tout", tout_buffers=buffers)
+    (tmp_path / "front.ys").write_text(cells.front_script(path.name, top_name("tout", W, 8)))
+    run_yosys("front.ys", tmp_path, "Yosys front end of TOut")
+    found = cells._memories(tmp_path / cells.MEMORIES_IL)
+    width, words = memory_rows(W)
+    assert sorted(m.name for m in found) == [f"buffer{i}_{b}" for i in range(buffers) for b in range(BANKS)]
+    assert {(m.words, m.width, m.sync_reads, m.writes, m.ports) for m in found} == {(words // BANKS, width, (True,), 1, "1RW")}
+    macro, why = memories.macro_candidate(found[0], sram.fit())
+    assert why is None and macro.kind == "1rw"
