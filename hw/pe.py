@@ -51,8 +51,8 @@ from .stages import OutputBuffer, RegisterQueue, RegisterSlice, ShiftQueue
 from .tout import TOut
 
 #: Cycles from the pipeline's chunk that completes a tile row to the row's beat on ``tepl_resp``
-#: (core ready, no earlier beat in the way): TOut reads the row in the next cycle, into its response
-#: register, then the port's response register.
+#: (core ready, no earlier beat in the way, no chunk for the row's bank in its read cycle): TOut
+#: reads the row in the next cycle, into its response register, then the port's response register.
 ROW_LATENCY = 3
 
 
