@@ -176,8 +176,11 @@ class TOut(wiring.Component):
         m.d.comb += self.done.eq(sent & beat.last)
         loaded = Signal.like(beat)
         read_from = Signal(range(n * BANKS))  # the bank whose read port holds the loaded row
+        # A read port's register loads only with a row read (a bank's one port may be writing), so
+        # until its first read it holds no value: the beat's data is 0 unless a row was read.
+        read = Signal()
         with m.If(load):
-            m.d.sync += [self.resp.valid.eq(ready), loaded.eq(beat),
+            m.d.sync += [self.resp.valid.eq(ready), loaded.eq(beat), read.eq(readable & ~head.failed),
                          read_from.eq(rb * BANKS + read_row % BANKS)]
         with m.If(sent):
             m.d.sync += row.eq(Mux(beat.last, 0, row + 1))
@@ -207,4 +210,4 @@ class TOut(wiring.Component):
             with m.If(load):
                 m.d.sync += part.eq(row % rows_per)
             row_data = row_data.word_select(part, 8 * LINE_BYTES)
-        m.d.comb += [r.eq(loaded), r.data.eq(Mux(loaded.error, 0, row_data))]
+        m.d.comb += [r.eq(loaded), r.data.eq(Mux(read, row_data, 0))]
