@@ -49,7 +49,9 @@ def _pin(name, direction, lines=(), clock=False, cap=0.0):
 def macro_liberty(macros, model, name="deca_macros"):
     """A liberty library (ps, fF) with one cell per distinct macro of ``macros`` (the report's macro
     dicts: words, width, kind, copies, area, and ``pins``: the $mem_v2 pin names it has)."""
-    out = [f"library({name}) {{", '  time_unit : "1ps";', '  voltage_unit : "1V";', '  current_unit : "1mA";',
+    # table_lookup: under liberty's default delay model OpenSTA reads the cells but ignores their
+    # arcs, and would time no path into or out of a macro.
+    out = [f"library({name}) {{", "  delay_model : table_lookup;", '  time_unit : "1ps";', '  voltage_unit : "1V";', '  current_unit : "1mA";',
            "  capacitive_load_unit(1, ff);", '  leakage_power_unit : "1nW";', "  nom_voltage : 0.7;",
            "  nom_temperature : 25;", "  nom_process : 1;",
            *(f"  {kind}_threshold_pct_{edge} : {pct};" for edge in ("rise", "fall")

@@ -48,6 +48,38 @@ def test_macro_liberty_read_back_by_opensta(tmp_path):
         assert signoff.liberty_pin(pin) in out
 
 
+@pytest.mark.skipif(shutil.which("sta") is None,
+                    reason="OpenSTA (sta) is not installed (scripts/bootstrap.sh installs it)")
+def test_opensta_times_paths_out_of_and_into_a_macro(tmp_path):
+    """A flip-flop fed by a macro's read data gets it the access time after the clock; a macro input
+    fed by an input port must arrive the macro's setup time before the next edge."""
+    import gzip
+
+    from deca.synth import cells
+
+    model = sram.fit()
+    (tmp_path / "macros.lib").write_text(signoff.macro_liberty([MACRO], model))
+    seq = next(p for p in cells.ASAP7_LIBERTIES if "SEQ" in p.name)
+    (tmp_path / "seq.lib").write_bytes(gzip.decompress(seq.read_bytes()) if seq.suffix == ".gz" else seq.read_bytes())
+    pins = ", ".join(f".{signoff.liberty_pin(p)}({'clk' if 'CLK' in p else 'd' if p == 'RD_DATA[0]' else 'a'})"
+                     for p in MACRO["pins"] if p != "RD_DATA[1]")
+    (tmp_path / "top.v").write_text("\n".join([
+        "module top(input clk, input a, output y);", "  wire d;", f"  deca_macro_64x2 m ({pins});",
+        "  DFFHQNx1_ASAP7_75t_R f (.CLK(clk), .D(d), .QN(y));", "endmodule", ""]))
+    (tmp_path / "run.tcl").write_text("\n".join([
+        "read_liberty seq.lib", "read_liberty macros.lib", "read_verilog top.v", "link_design top",
+        "create_clock -name clk -period 400 [get_ports clk]", "set_input_delay 200 -clock clk [get_ports a]",
+        "report_checks -to [get_pins f/D] -digits 1", "report_checks -to [get_pins m/RD_ADDR_0] -digits 1", "exit", ""]))
+    run = subprocess.run(["sta", "-no_splash", "-exit", "run.tcl"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    out = run.stdout + run.stderr
+    print(out)
+    lines = [line.split() for line in out.splitlines()]
+    access, setup = f"{model.access_ps:.1f}", f"{model.setup_ps:.1f}"
+    assert [access, access, "^", "m/RD_DATA_0", "(deca_macro_64x2)"] in lines
+    assert [f"-{setup}", f"{400 - model.setup_ps:.1f}", "library", "setup", "time"] in lines
+
+
 # OpenSTA on a synthesized unit ------------------------------------------------------------------
 
 needs_sta = pytest.mark.skipif(shutil.which("sta") is None,
