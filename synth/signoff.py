@@ -65,6 +65,10 @@ def macro_liberty(macros, model, name="deca_macros"):
             continue
         seen.add(cell)
         out += [f"  cell({cell}) {{", f"    area : {m['area'] / m['copies']:.3f};"]
+        # Yosys gives a write port an enable bit per data bit, a macro has one write enable (and a
+        # mask): the bits share the one pin's capacitance, as deca.synth.sta counts a macro's pins
+        # on one net once (with a mask, each bit's net gets less than that one pin).
+        enables = sum(1 for pin in m["pins"] if pin.split("[")[0] == "WR_EN") or 1
         for pin in sorted(m["pins"]):
             base = pin.split("[")[0]
             if base in ("RD_CLK", "WR_CLK"):
@@ -87,7 +91,7 @@ def macro_liberty(macros, model, name="deca_macros"):
                     "        timing_type : setup_rising;",
                     f"        rise_constraint(scalar) {{ values(\"{model.setup_ps:g}\"); }}",
                     f"        fall_constraint(scalar) {{ values(\"{model.setup_ps:g}\"); }}", "      }"],
-                    cap=model.input_cap_ff)
+                    cap=model.input_cap_ff / (enables if base == "WR_EN" else 1))
         out.append("  }")
     return "\n".join(out + ["}", ""])
 
