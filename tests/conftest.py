@@ -59,11 +59,13 @@ def generated():
 
 
 #: The test files that take longest (in this order, from the durations of a default run in a fresh
-#: clone; test_engine.py early, as it builds the W = 8, L = 4 fast engine that other files wait for),
-#: sent first to the test processes (``scripts/test.sh``: pytest-xdist, a file to one process, in
-#: collection order with ``--no-loadscope-reorder``): started last, a long file would keep one
-#: process busy while the other has nothing left to run.
-LONGEST_FILES = ("test_pe_rtl.py", "test_engine.py", "test_hw_pe.py", "test_synth_cells.py", "test_verilog.py",
+#: clone), sent first to the test processes (``scripts/test.sh``: pytest-xdist, a file to one
+#: process, in collection order with ``--no-loadscope-reorder``): started last, a long file would
+#: keep one process busy while the other has nothing left to run. test_synth_cells.py (Yosys alone)
+#: beside test_pe_rtl.py, not test_engine.py: that one waited for the W = 32, L = 8 Verilator build
+#: test_pe_rtl.py makes; test_engine.py next, as it builds the W = 8, L = 4 fast engine that later
+#: files use.
+LONGEST_FILES = ("test_pe_rtl.py", "test_synth_cells.py", "test_engine.py", "test_hw_pe.py", "test_verilog.py",
                  "test_formal.py", "test_hw_datapath.py", "test_rtl_runner.py", "test_synth.py", "test_hw_prefetcher.py",
                  "test_hw_blocks.py")
 

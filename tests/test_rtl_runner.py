@@ -2,9 +2,15 @@
 pass and fail as they should, parameters arrive, builds are reused, and the Bus's cycle timing,
 X/Z detection and register helpers work."""
 
-import pytest
+import shlex
+from pathlib import Path
 
-from deca.sim.bench.runner import BUILD_ROOT, CocotbFailure, build_dir, run
+import numpy
+import pytest
+from _pytest.pathlib import fnmatch_ex
+
+from deca.sim.bench import pe_bench
+from deca.sim.bench.runner import BUILD_ROOT, CocotbFailure, _rewritten_files, build_dir, run
 from deca.toolchain import SIMULATORS
 
 #: ``steady`` is written the way Yosys writes Amaranth's combinational logic: an ``always @*`` with
@@ -163,3 +169,13 @@ def test_changed_verilog_is_built_anew_and_the_old_build_removed(tmp_path):
 def test_unknown_simulator_is_refused(tiny):
     with pytest.raises(ValueError, match="simulator must be one of"):
         run_tiny("ghdl", tiny)
+
+
+def test_asserts_are_rewritten_in_the_testbench_and_sim_only(tiny):
+    # pytest's own matching of cocotb's $COCOTB_REWRITE_ASSERTION_FILES patterns: NumPy and the
+    # like are imported as they are (recompiling them took 7 s a simulation).
+    patterns = shlex.split(_rewritten_files(tiny))
+    def rewritten(path):
+        return any(fnmatch_ex(pattern, Path(path)) for pattern in patterns)
+    assert rewritten(tiny / "tiny_tb.py") and rewritten(pe_bench.__file__)
+    assert not rewritten(numpy.__file__) and not rewritten(pytest.__file__)

