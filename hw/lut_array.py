@@ -49,6 +49,9 @@ class LUTArray(wiring.Component):
     def __init__(self, L, lanes):
         self.L = L
         self.lanes = lanes
+        #: Each sub-LUT's address register, [big LUT][sub-LUT] (the first stage of a lookup).
+        self.addresses = [[Signal(6, name=f"lut{b}_sub{s}_addr", reset_less=True) for s in range(SUB_LUTS)]
+                          for b in range(L)]
         super().__init__({
             "cfg": In(ConfigSignature()),
             "en_next": In(1),
@@ -84,7 +87,7 @@ class LUTArray(wiring.Component):
                 wp = mem.write_port()
                 m.d.comb += [wp.addr.eq(write_entry), wp.data.eq(write_data), wp.en.eq(write_en[s])]
                 rp = mem.read_port()
-                address = Signal(6, name=f"lut{b}_sub{s}_addr", reset_less=True)
+                address = self.addresses[b][s]
                 m.d.comb += [rp.en.eq(read_en), rp.addr.eq(address)]
                 ports.append(rp)
                 addresses.append((address, read_en))
@@ -122,7 +125,9 @@ class LUTArray(wiring.Component):
             return tuple(modes[b][k] for k in range(4))
 
         # Each sub-LUT's address comes from the lane that reads it in the current mode, into the
-        # sub-LUT's address register (the first stage of the lookup).
+        # sub-LUT's address register (the first stage of the lookup), and only when that lane's code
+        # is in the sub-LUT (Q = 8: its bits 6 and 7, Q = 7: its bit 6): the others keep their
+        # address, so that their read multiplexers do not switch for a value no lane takes.
         for b in range(self.L):
             q8, q7, _, q6 = mode_of(b)
             for s in range(SUB_LUTS):
@@ -130,18 +135,21 @@ class LUTArray(wiring.Component):
                 chosen, en = address(b, s)
                 for mode, cond in ((8, q8), (7, q7), (6, q6)):
                     if lanes[mode] < self.lanes:
-                        with m.If(en & cond):
-                            m.d.sync += chosen.eq(self.codes[lanes[mode]][:6])
+                        code = self.codes[lanes[mode]]
+                        reads = {8: code[6:8] == s, 7: code[6] == s % 2, 6: 1}[mode]
+                        with m.If(en & cond & reads):
+                            m.d.sync += chosen.eq(code[:6])
 
         # The codes LOOKUP_LATENCY cycles later, beside their lookups (``hold``s: the enable is the
         # dequantization stage's stall, with many loads), and with them each lane's choice among its
         # sources decoded one-hot, so that the macros' late outputs pass one AND-OR to ``values``.
-        def later(name, value):
+        def later(name, value, when=1):
             for k in range(LOOKUP_LATENCY):
-                value = hold(m, f"{name}{'_read' * k}", value, self.en_next)
+                value = hold(m, f"{name}{'_read' * k}", value, self.en_next, when)
             return value
 
-        codes = self.codes.shape()(later("codes", self.codes.as_value()))
+        # The codes themselves are a value only with Q = 16: in the other modes they stay held.
+        codes = self.codes.shape()(later("codes", self.codes.as_value(), mode_of(0)[2]))
         choices, read = [], []  # per lane: a condition per sub-LUT it may read, and those sub-LUTs
         for i in range(self.lanes):
             code, chosen = self.codes[i], {}

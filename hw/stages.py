@@ -300,26 +300,29 @@ def enable(m, name, en_next):
 
 class _Hold(wiring.Component):
     def __init__(self, width):
-        super().__init__({"d": In(width), "en_next": In(1), "q": Out(width)})
+        super().__init__({"d": In(width), "en_next": In(1), "when": In(1), "q": Out(width)})
 
     def elaborate(self, platform):
         m = Module()
         q = Signal.like(self.q, reset_less=True)  # data: whatever carries its valid bit has the reset
         m.d.comb += self.q.eq(q)
-        with m.If(enable(m, "en", self.en_next)):
+        with m.If(enable(m, "en", self.en_next) & self.when):
             m.d.sync += q.eq(self.d)
         return m
 
 
-def hold(m, name, value, en_next):
+def hold(m, name, value, en_next, when=1):
     """A pipeline register that takes ``value`` in the cycle after ``en_next`` (a stall's enable
     decided a cycle ahead), for wide stages held by a stall: built in modules of ``HOLD_SLICE`` bits,
-    each with its own flip-flop copy of the enable (``enable``). Returns the register."""
+    each with its own flip-flop copy of the enable (``enable``). ``when``: a condition of the current
+    cycle the load also needs (a flip-flop: it joins the enable after the enable's flip-flop, early
+    enough for a clock gate), for a stage whose value is not used in every mode. Returns the
+    register."""
     value = Value.cast(value)
     out = []
     for k, start in enumerate(range(0, len(value), HOLD_SLICE)):
         part = value[start:start + HOLD_SLICE]
         m.submodules[f"{name}{k}"] = reg = _Hold(len(part))
-        m.d.comb += [reg.d.eq(part), reg.en_next.eq(en_next)]
+        m.d.comb += [reg.d.eq(part), reg.en_next.eq(en_next), reg.when.eq(when)]
         out.append(reg.q)
     return Cat(*out)

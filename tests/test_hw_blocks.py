@@ -575,6 +575,45 @@ def test_lut_array_lookup_every_q(W, L, rng):
     assert checked["switch"] >= 5 and checked["lanes"] > 0 and checked["readback"] > 0
 
 
+@pytest.mark.parametrize("q", [8, 7])
+def test_lut_array_loads_only_the_address_of_the_sub_lut_a_code_is_in(q, rng):
+    """With Q = 8 a lookup loads the address register of the sub-LUT of its code's bits 6 and 7,
+    with Q = 7 that of the pair's half of its bit 6; every other sub-LUT keeps its address (its
+    read multiplexer stays still)."""
+    W, L = 8, 4
+    lanes = physical_lanes(W, L)
+    dut = LUTArray(L, lanes)
+    counted = {"loaded": 0, "kept": 0}
+
+    def reader(b, s):  # the lane whose code may read sub-LUT s of big LUT b, and the sub-LUT of a code
+        return (b, lambda code: code >> 6) if q == 8 else (2 * b + s // 2, lambda code: 2 * (s // 2) + (code >> 6))
+
+    async def tb(ctx):
+        ctx.set(dut.cfg.q, q)
+        ctx.set(dut.en_next, 1)
+        await ctx.tick().repeat(MODE_LATENCY)
+        for _ in range(64):
+            words = rng.integers(0, 1 << 16, lanes).astype(np.uint16)  # garbage on unused lanes
+            lq = dequant_lanes(q, L)
+            words[:lq] = rng.integers(0, 1 << q, lq)
+            before = [[ctx.get(a) for a in row] for row in dut.addresses]
+            ctx.set(dut.codes.as_value(), pack16(words))
+            await ctx.tick()
+            for b in range(L):
+                for s in range(4):
+                    lane, sub_lut = reader(b, s)
+                    got = ctx.get(dut.addresses[b][s])
+                    if sub_lut(int(words[lane])) == s:
+                        assert got == words[lane] % 64, (b, s, lane)
+                        counted["loaded"] += 1
+                    else:
+                        assert got == before[b][s], f"Q={q}: sub-LUT {s} of big LUT {b} loaded a code it does not hold"
+                        counted["kept"] += 1
+
+    run(dut, tb, clocked=True)
+    assert counted["loaded"] > 0 and counted["kept"] > 0
+
+
 # --- code unpacker ------------------------------------------------------------------------------
 
 
