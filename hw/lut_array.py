@@ -17,6 +17,11 @@ readback (``lut_rdata``) is a synchronous read too: the entry at ``lut_addr`` a 
 Lookups take ``LOOKUP_LATENCY`` cycles: each sub-LUT's address, chosen from its lane's code, into a
 register, then the synchronous read, as an SRAM macro reads. The code's selection in the unpacker,
 the address choice and the 64:1 read multiplexer did not fit one 400 ps cycle together.
+
+Only what a lane takes switches: a sub-LUT's address register loads only when the code of the lane
+that reads it is in that sub-LUT (Q = 8: the code's bits 6..7 name it; Q = 7: bit 6 names the pair's
+half), and keeps its address otherwise, so that the read multiplexers of the sub-LUTs not read stay
+still; the codes, held beside the lookup as the value of Q = 16, load only with Q = 16.
 """
 
 import operator
