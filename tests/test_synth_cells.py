@@ -257,9 +257,11 @@ def test_sta_equals_the_hand_computed_path(tmp_path, cell_text):
     assert t.io_path[0].cell in ("input", DFF) and t.io_path[-1].cell in ("output", DFF)
 
 
-#: Four flip-flops and every kind of arc: inverting (INV, NAND, NOR), non-inverting (AND, BUF, MAJ),
+#: Four flip-flops, one with a true output (Q, where the critical path starts) and three inverted
+#: (QN), and every kind of arc: inverting (INV, NAND, NOR), non-inverting (AND, BUF, MAJ),
 #: non-unate (XOR, XNOR: positive or negative by the other input), reconverging paths and fanout.
-MIXED = ([(DFF, dict(CLK="clk", D=f"d{i}", QN=f"q{i}")) for i in range(1, 5)]
+MIXED = ([(DFF, dict(CLK="clk", D=f"d{i}", QN=f"q{i}")) for i in (1, 3, 4)]
+         + [("DFFHQx4_ASAP7_75t_R", dict(CLK="clk", D="d2", Q="q2"))]
          + [("XOR2x1_ASAP7_75t_R", dict(A="q1", B="q2", Y="x")), ("AND2x2_ASAP7_75t_R", dict(A="x", B="q3", Y="p")),
             ("MAJx2_ASAP7_75t_R", dict(A="p", B="q1", C="x", Y="m")), ("NOR2x1_ASAP7_75t_R", dict(A="m", B="x", Y="n")),
             ("BUFx2_ASAP7_75t_R", dict(A="n", Y="b")), ("NAND3x1_ASAP7_75t_R", dict(A="b", B="x", C="q2", Y="d4")),
@@ -292,7 +294,8 @@ def test_sta_against_opensta(tmp_path, netlist):
                          timeout=120).stdout
     arrival = float(re.search(r"([\d.]+)\s+data arrival time", out).group(1))
     setup = -float(re.search(r"(-[\d.]+)\s+[\d.]+\s+library setup time", out).group(1))
-    endpoint = instances[int(re.search(r"Endpoint:\s+u(\d+)\b", out).group(1))][1]["QN"]
+    pins = instances[int(re.search(r"Endpoint:\s+u(\d+)\b", out).group(1))][1]
+    endpoint = pins.get("QN", pins.get("Q"))
     (tmp_path / "top.blif").write_text(_blif(instances, ["clk", "a"], ["y"]))
     t = sta.timing(sta.Design(read_blif(tmp_path / "top.blif", gates=False), "top", str,
                               read(cells.ASAP7_LIBERTIES), sram.fit()))
@@ -301,6 +304,8 @@ def test_sta_against_opensta(tmp_path, netlist):
           f"{t.critical_ps:.3f} ps into {t.path[-1].net}")
     assert t.critical_ps == pytest.approx(arrival + setup, rel=1e-4)
     assert t.path[-1].net == endpoint
+    # The mixed netlist's path starts with the true output's clock-to-Q arc, the tiny one's with clock-to-QN.
+    assert t.path[0].cell == {"tiny": DFF, "mixed": "DFFHQx4_ASAP7_75t_R"}[netlist]
 
 
 def test_sta_macro_paths_use_the_model_times(tmp_path):
