@@ -34,9 +34,8 @@ MUTANTS = {
                           "a vOp's elements scaled by the next group's scale"),
     "lost_squash": ("deca.hw.pe", "loader.squash.eq(squash)", "loader.squash.eq(0)",
                     "the loaders never see a squash"),
-    "lut_address_bits_swapped": ("deca.hw.lut_array", "self.codes[lanes[mode]][:6]",
-                                 "Cat(self.codes[lanes[mode]][1], self.codes[lanes[mode]][0], "
-                                 "self.codes[lanes[mode]][2:6])",
+    "lut_address_bits_swapped": ("deca.hw.lut_array", "chosen.eq(code[:6])",
+                                 "chosen.eq(Cat(code[1], code[0], code[2:6]))",
                                  "the LUT read address's two low bits swapped"),
 }
 
