@@ -13,7 +13,7 @@ from deca.toolchain import ToolError
 
 from .memories import CELLS
 from .netlist import find
-from .sta import MACRO
+from .sta import MACRO, macro_pin_caps
 
 CLOCK = "clk"
 #: Clock and input transition, as deca.synth.sta assumes them.
@@ -65,10 +65,7 @@ def macro_liberty(macros, model, name="deca_macros"):
             continue
         seen.add(cell)
         out += [f"  cell({cell}) {{", f"    area : {m['area'] / m['copies']:.3f};"]
-        # Yosys gives a write port an enable bit per data bit, a macro has one write enable (and a
-        # mask): the bits share the one pin's capacitance, as deca.synth.sta counts a macro's pins
-        # on one net once (with a mask, each bit's net gets less than that one pin).
-        enables = sum(1 for pin in m["pins"] if pin.split("[")[0] == "WR_EN") or 1
+        caps = macro_pin_caps(model.input_cap_ff, m["pins"], m["kind"] == "1rw")
         for pin in sorted(m["pins"]):
             base = pin.split("[")[0]
             if base in ("RD_CLK", "WR_CLK"):
@@ -91,7 +88,7 @@ def macro_liberty(macros, model, name="deca_macros"):
                     "        timing_type : setup_rising;",
                     f"        rise_constraint(scalar) {{ values(\"{model.setup_ps:g}\"); }}",
                     f"        fall_constraint(scalar) {{ values(\"{model.setup_ps:g}\"); }}", "      }"],
-                    cap=model.input_cap_ff / (enables if base == "WR_EN" else 1))
+                    cap=caps[pin])
         out.append("  }")
     return "\n".join(out + ["}", ""])
 
@@ -169,7 +166,7 @@ def verilog_netlist(design):
     for index, (_, kind, pins, _) in enumerate(design.cells):
         for pin, net in pins:
             if net in readers and not design.is_output(kind, pin):
-                readers[net].setdefault(index, []).append((pin, design.pin_cap(kind, pin)))
+                readers[net].setdefault(index, []).append((pin, design.pin_cap(index, pin)))
     moved, trees = {}, []
     for net, levels in design.trees.items():
         driving = [net_ref(net)]
@@ -193,12 +190,11 @@ def verilog_netlist(design):
         if not name or name in names:
             name = f"{name}_c{index}" if name else f"c{index}"
         names.add(name)
+        # A macro's $mem_v2 pin bits are scalar pins of its liberty cell.
+        rename = liberty_pin if kind == MACRO else str
         if kind == MACRO:
             kind = macro_cell(int(params["SIZE"], 2), int(params["WIDTH"], 2))
-            pins = [(liberty_pin(pin), net) for pin, net in pins]
-        conns = []
-        for pin, net in pins:
-            conns.append(f".{pin}({moved.get((index, pin)) or net_ref(net)})")
+        conns = [f".{rename(pin)}({moved.get((index, pin)) or net_ref(net)})" for pin, net in pins]
         body.append(f"  {kind} {_id(name)}({', '.join(conns)});")
     for name, source, out in trees:
         wires.add(out)

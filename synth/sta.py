@@ -91,6 +91,28 @@ class Power:
     buffers: dict = field(default_factory=dict)      # block -> tree buffers its nets got
 
 
+def macro_pin_caps(input_cap_ff, pins, shared_address):
+    """{pin: capacitance} of a macro's $mem_v2 pins ``pins``, as its liberty cell gives them
+    (deca.synth.signoff.macro_liberty) and so OpenSTA counts them, every pin: ``input_cap_ff`` (the
+    model's) for each data, address and enable pin, none for the clocks; Yosys gives a write port an
+    enable bit per data bit where a macro has one write enable, so the bits share that pin's
+    capacitance; a ``shared_address`` (1rw) macro has one address pin, counted as the write port's."""
+    enables = sum(1 for pin in pins if pin.split("[")[0] == "WR_EN") or 1
+    caps = {}
+    for pin in pins:
+        base = pin.split("[")[0]
+        caps[pin] = (0.0 if base in MACRO_CLOCKS or base == "RD_ADDR" and shared_address
+                     else input_cap_ff / (enables if base == "WR_EN" else 1))
+    return caps
+
+
+def shares_address(pins):
+    """Whether a $mem_v2 cell's connections ``pins`` ([(pin, net)]) put its read address on its
+    write address's nets (a 1rw macro, deca.synth.memories.Memory.shared_address)."""
+    read, write = ([net for pin, net in pins if pin.split("[")[0] == base] for base in ("RD_ADDR", "WR_ADDR"))
+    return bool(read) and read == write
+
+
 class Design:
     """The flattened netlist with each cell's liberty data: what timing() and power() walk."""
 
@@ -111,21 +133,22 @@ class Design:
         self.outputs = {find(parent, n) for n in models[top].outputs}
         # load: a net's readers' largest pin capacitances (power, buffer trees); edge_load: their
         # capacitances for each of its transitions (delays).
+        # Every reader pin counts, a macro's as its liberty cell gives it (``macro_pin_caps``).
         self.load, self.edge_load, self.driver = {}, {}, {}
+        self.macro_caps = {index: macro_pin_caps(macros.input_cap_ff, [pin for pin, _ in pins], shares_address(pins))
+                           for index, (_, kind, pins, _) in enumerate(self.cells) if kind == MACRO}
         for index, (_, kind, pins, _) in enumerate(self.cells):
-            seen = set()
             for pin, net in pins:
                 if self.is_output(kind, pin):
                     if net in self.driver:
                         raise NetlistError(f"a net is driven by two cells ({self.cells[self.driver[net][0]][1]} "
                                            f"and {kind})")
                     self.driver[net] = (index, pin)
-                elif kind != MACRO or net not in seen:
-                    seen.add(net)
-                    self.load[net] = self.load.get(net, 0.0) + self.pin_cap(kind, pin)
+                else:
+                    self.load[net] = self.load.get(net, 0.0) + self.pin_cap(index, pin)
                     loads = self.edge_load.setdefault(net, {"rise": 0.0, "fall": 0.0})
                     for edge in EDGES:
-                        loads[edge] += self.pin_cap(kind, pin, edge)
+                        loads[edge] += self.pin_cap(index, pin, edge)
         self.buffer = library.tree_buffer()
         self.trees = {}   # net -> [(buffers, load on each)], from the driver to the loads
         for net, (index, pin) in self.driver.items():
@@ -227,10 +250,11 @@ class Design:
         p = self.library.cells[kind].pins.get(pin)
         return p is not None and p.direction == "output"
 
-    def pin_cap(self, kind, pin, edge=None):
-        """A reader pin's capacitance: for ``edge``, else the largest."""
+    def pin_cap(self, index, pin, edge=None):
+        """The capacitance of reader pin ``pin`` of cell ``index``: for ``edge``, else the largest."""
+        kind = self.cells[index][1]
         if kind == MACRO:
-            return self.macros.input_cap_ff if pin.split("[")[0] not in MACRO_CLOCKS else 0.0
+            return self.macro_caps[index][pin]
         p = self.library.cells[kind].pins.get(pin)
         return 0.0 if p is None else p.edge_capacitance.get(edge, p.capacitance)
 
