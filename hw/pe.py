@@ -336,6 +336,7 @@ class PE(wiring.Component):
         m.submodules.tepl_resp_reg = in_datapath(ResetInserter(self.squash)(resp))
         wiring.connect(m, tout.resp, resp.i)
         m.d.comb += [
+            tout.resp_ready_next.eq(resp.ready_next),
             self.tepl_resp.payload.eq(resp.o.payload),
             self.tepl_resp.valid.eq(resp.o.valid & ports_open),
             resp.o.ready.eq(self.tepl_resp.ready & ports_open & ~self.squash),

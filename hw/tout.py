@@ -21,11 +21,14 @@ written** (a row is read the cycle after its last chunk), with ``last`` on row 1
 request completes with one error beat instead. Each buffer is ``BANKS`` single-port memories
 (memory row j in bank j % BANKS), each with one address for its write and its synchronous read, so
 that synthesis can make each a single-port (``1rw``) SRAM macro: in a cycle a bank writes a chunk or
-reads a row. The write wins, because ``chunks.ready`` is a register (deciding it from this cycle's
-read would put TOut's response logic on the scaling stage's enables), and the row waits for the
-next cycle without a chunk for its bank. The banks keep that wait off the streaming rows: a row
-is read while the pipeline writes the next memory row, in the other bank (one bank per buffer
-delayed each row of a tile to the end of its chunks, and a store-and-fence tile by as much). A
+reads a row. The read wins: a row is read as soon as its chunks are written and ``resp`` loads,
+and the chunk for its bank waits for a cycle without a row read from that bank. ``chunks.ready``
+stays a register (deciding it from this cycle's read would put TOut's response logic on the
+scaling stage's enables), decided a cycle ahead from the next state: of the records, the ring, the
+row and ``resp``, with ``resp_ready_next`` (``resp.ready`` in the next cycle, from the register
+that takes ``resp``). The banks keep the waits off the streaming chunks: a row is read while the
+pipeline writes the next memory row, in the other bank; only a row that has fallen two or more
+memory rows behind the chunks (the core not taking rows) holds one back. A
 memory's read register is the ``resp`` register, loaded when ``resp`` is empty or taken
 (``done``: the record and the buffer are freed as the last beat is loaded). No row of a request
 can leave before its verdict: a request fails only before any of it flows, its record is marked in
@@ -33,7 +36,7 @@ the cycle after the failure is announced, and a later tile's first chunk comes `
 cycles after its first vOp, which passes the vOp selector only after the failed request's skip beat.
 """
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -66,7 +69,7 @@ class TOut(wiring.Component):
     """See the module docstring; ``loaders``: the ports of ``fails``; ``buffers``: tile buffers
     (default one per loader); ``waiting``: requests accepted before a loader takes them. ``done``:
     the head's last beat is loaded into ``resp`` in this cycle; ``busy``: a record is in use or a
-    beat waits in ``resp``."""
+    beat waits in ``resp``; ``resp_ready_next``: ``resp.ready`` in the next cycle."""
 
     def __init__(self, W, id_bits, loaders, buffers=None, waiting=0):
         self.W, self.loaders = W, loaders
@@ -83,12 +86,13 @@ class TOut(wiring.Component):
             "busy": Out(1),
             "done": Out(1),
             "resp": Out(stream.Signature(tepl_response_layout(id_bits))),
+            "resp_ready_next": In(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        delivered, in_use = self._records(m)
-        self._buffers(m, delivered, in_use)
+        delivered, in_use, records_next = self._records(m)
+        self._buffers(m, delivered, in_use, records_next)
         return m
 
     @staticmethod
@@ -96,8 +100,9 @@ class TOut(wiring.Component):
         return Mux(pointer == size - 1, 0, pointer + 1)
 
     def _records(self, m):
-        """The ring of request records; returns ``delivered`` (a tile's completion ends in this cycle)
-        and whether a record is in use."""
+        """The ring of request records; returns ``delivered`` (a tile's completion ends in this cycle),
+        whether a record is in use, and both for the next cycle: whether a record will be in use and
+        whether the head will have failed."""
         n = self.slots
         records = Array(Signal(record_layout(len(self.accept_id)), name=f"record{i}") for i in range(n))
         tail, first = Signal(range(n)), Signal(range(n))
@@ -120,9 +125,12 @@ class TOut(wiring.Component):
                 m.d.sync += [records[fail.slot].failed.eq(1), records[fail.slot].reason.eq(fail.reason)]
         with m.If(self.done):
             m.d.sync += first.eq(self._advance(first, n))
-        return self.done & ~self.head.failed, in_use
+        failed_next = Array(Mux(Cat(f.en & (f.slot == i) for f in self.fails).any(), 1,
+                                Mux(self.accept & (tail == i), 0, records[i].failed)) for i in range(n))
+        first_next = Mux(self.done, self._advance(first, n), first)
+        return self.done & ~self.head.failed, in_use, (counted != 0, failed_next[first_next])
 
-    def _buffers(self, m, delivered, in_use):
+    def _buffers(self, m, delivered, in_use, records_next):
         """The tile ring (``wb`` is written, ``rb`` read; ``full`` buffers hold a whole tile), its
         ``BANKS`` single-port memories per buffer, and the head's rows out of ``rb`` into ``resp``."""
         n = self.buffers
@@ -138,28 +146,26 @@ class TOut(wiring.Component):
         rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
         c = self.chunks.payload
         fire = self.chunks.valid & self.chunks.ready
-        # ``chunks.ready`` (the buffer ``wb`` is not full) is a register: it stalls the whole
-        # scaling stage, whose enables are a wide tree already.
+        # ``chunks.ready`` is a register: it stalls the whole scaling stage, whose enables are a wide
+        # tree already. It is low while the buffer ``wb`` is full, and in a cycle in which a row is
+        # read from the bank the next chunk writes, decided a cycle ahead from the next state.
         accepting = Signal(init=1)
         m.d.comb += self.chunks.ready.eq(accepting)
-        with m.If(fire):
-            m.d.sync += chunk.eq(Mux(c.last, 0, chunk + 1))
-        with m.If(delivered):
-            m.d.sync += rb.eq(self._advance(rb, n))
-        next_wb = Mux(fire & c.last, self._advance(wb, n), wb)
-        next_full = (full | Mux(fire & c.last, Const(1, n) << wb, 0)) & ~Mux(delivered, Const(1, n) << rb, 0)
-        m.d.sync += [wb.eq(next_wb), full.eq(next_full), accepting.eq(~next_full.bit_select(next_wb, 1))]
+        chunk_next = Mux(fire, Mux(c.last, 0, chunk + 1), chunk)
+        rb_next = Mux(delivered, self._advance(rb, n), rb)
+        wb_next = Mux(fire & c.last, self._advance(wb, n), wb)
+        full_next = (full | Mux(fire & c.last, Const(1, n) << wb, 0)) & ~Mux(delivered, Const(1, n) << rb, 0)
+        m.d.sync += [chunk.eq(chunk_next), rb.eq(rb_next), wb.eq(wb_next), full.eq(full_next)]
 
         # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being
         # written (wb = rb), and no chunk of it is written while ``chunk`` is 0. A bank's one port
-        # either writes a chunk or reads a row: the write wins (``chunks.ready`` must stay a
-        # register), and the row waits for a cycle without a chunk for its bank. Memory row j is in
-        # bank j % BANKS, so that a row streaming out behind the chunks meets none: the pipeline is
-        # on the next row by then.
+        # either writes a chunk or reads a row: the read wins, and a chunk for its bank waits
+        # (``chunks.ready``, below).
         elems_per_row = TILE_ELEMS // TILE_ROWS
-        written = full.bit_select(rb, 1) | ((wb == rb) & (chunk * self.W >= (row + 1) * elems_per_row))
-        write_row, read_row = chunk // per_row, row // rows_per  # memory rows
-        collide = fire & (wb == rb) & (write_row % BANKS == read_row % BANKS)
+
+        def written(full, wb, rb, chunk, row):
+            return full.bit_select(rb, 1) | ((wb == rb) & (chunk * self.W >= (row + 1) * elems_per_row))
+
         head, r = self.head, self.resp.payload
         beat = Signal(tepl_response_layout(len(head.id)))  # the next beat, but for its data
         m.d.comb += [
@@ -169,11 +175,21 @@ class TOut(wiring.Component):
             beat.error.eq(head.failed),
             beat.reason.eq(Mux(head.failed, head.reason, ErrorReason.NONE)),
         ]
-        readable = in_use & written & ~collide
+        readable = in_use & written(full, wb, rb, chunk, row)
         ready = readable | (in_use & head.failed)
         load = ~self.resp.valid | self.resp.ready
         sent = load & ready
         m.d.comb += self.done.eq(sent & beat.last)
+        row_next = Mux(sent, Mux(beat.last, 0, row + 1), row)
+        m.d.sync += row.eq(row_next)
+
+        # The next cycle's row read, from the next state (``resp_ready_next``: ``resp.ready`` then).
+        in_use_next, failed_next = records_next
+        load_next = ~Mux(load, ready, self.resp.valid) | self.resp_ready_next
+        reading_next = load_next & in_use_next & written(full_next, wb_next, rb_next, chunk_next, row_next) & ~failed_next
+        write_row, read_row = chunk // per_row, row // rows_per  # memory rows
+        block_next = reading_next & (wb_next == rb_next) & ((chunk_next // per_row) % BANKS == (row_next // rows_per) % BANKS)
+        m.d.sync += accepting.eq(~full_next.bit_select(wb_next, 1) & ~block_next)
         loaded = Signal.like(beat)
         read_from = Signal(range(n * BANKS))  # the bank whose read port holds the loaded row
         # A read port's register loads only with a row read (a bank's one port may be writing), so
@@ -182,8 +198,6 @@ class TOut(wiring.Component):
         with m.If(load):
             m.d.sync += [self.resp.valid.eq(ready), loaded.eq(beat), read.eq(readable & ~head.failed),
                          read_from.eq(rb * BANKS + read_row % BANKS)]
-        with m.If(sent):
-            m.d.sync += row.eq(Mux(beat.last, 0, row + 1))
 
         # The memories read synchronously, as SRAM macros do: a read port's data register is the
         # ``resp`` register. Each has one address for its write and read ports, a ``1rw`` macro.
