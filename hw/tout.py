@@ -36,6 +36,9 @@ the cycle after the failure is announced, and a later tile's first chunk comes `
 cycles after its first vOp, which passes the vOp selector only after the failed request's skip beat.
 """
 
+from math import gcd
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -91,8 +94,8 @@ class TOut(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        delivered, in_use, records_next = self._records(m)
-        self._buffers(m, delivered, in_use, records_next)
+        in_use, records_after = self._records(m)
+        self._buffers(m, in_use, records_after)
         return m
 
     @staticmethod
@@ -100,12 +103,11 @@ class TOut(wiring.Component):
         return Mux(pointer == size - 1, 0, pointer + 1)
 
     def _records(self, m):
-        """The ring of request records; returns ``delivered`` (a tile's completion ends in this cycle),
-        whether a record is in use, and both for the next cycle: whether a record will be in use and
-        whether the head will have failed."""
+        """The ring of request records; returns whether a record is in use, and ``after(done)``: whether
+        one will be in use in the next cycle and whether the head will have failed, were ``done``."""
         n = self.slots
         records = Array(Signal(record_layout(len(self.accept_id)), name=f"record{i}") for i in range(n))
-        tail, first = Signal(range(n)), Signal(range(n))
+        tail, first = Signal(range(n), name="tail"), Signal(range(n), name="first")
         count = Signal(range(n + 1))
         in_use = count != 0
         # ``room`` is a register that keeps a record for an acceptance on its way (the PE registers
@@ -115,8 +117,12 @@ class TOut(wiring.Component):
         added = count + self.accept
         counted = Mux(self.done, added - 1, added)
         m.d.sync += [count.eq(counted), room.eq(Mux(self.done, added < n, added + 1 < n))]
+        # The head's ``failed`` is a register of its own, updated with the records: the records'
+        # multiplexer would otherwise come before ``done`` and everything ``done`` selects.
+        head_failed = Signal()
         m.d.comb += [self.room.eq(room), self.busy.eq(in_use | self.resp.valid),
-                     self.head.eq(records[first])]
+                     self.head.id.eq(records[first].id), self.head.reason.eq(records[first].reason),
+                     self.head.failed.eq(head_failed)]
         with m.If(self.accept):
             m.d.sync += [records[tail].id.eq(self.accept_id), records[tail].failed.eq(0),
                          records[tail].reason.eq(ErrorReason.NONE), tail.eq(self._advance(tail, n))]
@@ -125,17 +131,29 @@ class TOut(wiring.Component):
                 m.d.sync += [records[fail.slot].failed.eq(1), records[fail.slot].reason.eq(fail.reason)]
         with m.If(self.done):
             m.d.sync += first.eq(self._advance(first, n))
-        failed_next = Array(Mux(Cat(f.en & (f.slot == i) for f in self.fails).any(), 1,
-                                Mux(self.accept & (tail == i), 0, records[i].failed)) for i in range(n))
-        first_next = Mux(self.done, self._advance(first, n), first)
-        return self.done & ~self.head.failed, in_use, (counted != 0, failed_next[first_next])
 
-    def _buffers(self, m, delivered, in_use, records_next):
+        def failed_next(i):
+            """Whether record ``i`` (a signal) will have failed in the next cycle: the records' multiplexer
+            from registers, then this cycle's acceptance and failures, compared with ``i``."""
+            fails = Cat(f.en & (f.slot == i) for f in self.fails).any()
+            return fails | (~(self.accept & (tail == i)) & records[i].failed)
+
+        def after(done):
+            """Whether a record will be in use and whether the head will have failed, were ``done``."""
+            # (count + accept - done != 0, without the sum)
+            in_use_next = Mux(done, Mux(self.accept, in_use, count > 1), in_use | self.accept)
+            return in_use_next, Mux(done, failed_next(self._advance(first, n)), failed_next(first))
+
+        m.d.sync += head_failed.eq(after(self.done)[1])
+
+        return in_use, after
+
+    def _buffers(self, m, in_use, records_after):
         """The tile ring (``wb`` is written, ``rb`` read; ``full`` buffers hold a whole tile), its
         ``BANKS`` single-port memories per buffer, and the head's rows out of ``rb`` into ``resp``."""
         n = self.buffers
         # At least a bit each: one buffer would make them zero-width, which Verilog cannot declare.
-        wb, rb = Signal(range(max(2, n))), Signal(range(max(2, n)))
+        wb, rb = Signal(range(max(2, n)), name="wb"), Signal(range(max(2, n)), name="rb")
         chunk = Signal(range(TILE_ELEMS // self.W))  # chunks of the tile in ``wb`` written so far
         full = Signal(n)
         row = Signal(range(TILE_ROWS))  # the head's next tile row
@@ -146,26 +164,6 @@ class TOut(wiring.Component):
         rows_per = row_bits // (8 * LINE_BYTES)  # tile rows per memory row
         c = self.chunks.payload
         fire = self.chunks.valid & self.chunks.ready
-        # ``chunks.ready`` is a register: it stalls the whole scaling stage, whose enables are a wide
-        # tree already. It is low while the buffer ``wb`` is full, and in a cycle in which a row is
-        # read from the bank the next chunk writes, decided a cycle ahead from the next state.
-        accepting = Signal(init=1)
-        m.d.comb += self.chunks.ready.eq(accepting)
-        chunk_next = Mux(fire, Mux(c.last, 0, chunk + 1), chunk)
-        rb_next = Mux(delivered, self._advance(rb, n), rb)
-        wb_next = Mux(fire & c.last, self._advance(wb, n), wb)
-        full_next = (full | Mux(fire & c.last, Const(1, n) << wb, 0)) & ~Mux(delivered, Const(1, n) << rb, 0)
-        m.d.sync += [chunk.eq(chunk_next), rb.eq(rb_next), wb.eq(wb_next), full.eq(full_next)]
-
-        # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being
-        # written (wb = rb), and no chunk of it is written while ``chunk`` is 0. A bank's one port
-        # either writes a chunk or reads a row: the read wins, and a chunk for its bank waits
-        # (``chunks.ready``, below).
-        elems_per_row = TILE_ELEMS // TILE_ROWS
-
-        def written(full, wb, rb, chunk, row):
-            return full.bit_select(rb, 1) | ((wb == rb) & (chunk * self.W >= (row + 1) * elems_per_row))
-
         head, r = self.head, self.resp.payload
         beat = Signal(tepl_response_layout(len(head.id)))  # the next beat, but for its data
         m.d.comb += [
@@ -175,21 +173,80 @@ class TOut(wiring.Component):
             beat.error.eq(head.failed),
             beat.reason.eq(Mux(head.failed, head.reason, ErrorReason.NONE)),
         ]
-        readable = in_use & written(full, wb, rb, chunk, row)
+
+        # ``lead``: how far the chunks written are ahead of the head's next row (chunk x W - row x
+        # elems_per_row, in units of their gcd) while the head's tile is the one being written
+        # (``wb`` = ``rb``, not full); it restarts with each completion. A row is written when the
+        # lead is a row's elements, so that the next cycle's ``written`` compares a register with
+        # constants.
+        elems_per_row = TILE_ELEMS // TILE_ROWS
+        unit = gcd(self.W, elems_per_row)
+        step, row_step = self.W // unit, elems_per_row // unit
+        lead = Signal(range(-TILE_ELEMS // unit, TILE_ELEMS // unit + 1))
+
+        def after(sent, fire):
+            """The next state, were a row sent (``sent``) and a chunk written (``fire``) in this cycle."""
+            done, ends = sent & beat.last, fire & c.last
+            delivered = done & ~head.failed
+            in_use, failed = records_after(done)
+            return SimpleNamespace(
+                chunk=Mux(fire, Mux(c.last, 0, chunk + 1), chunk), row=Mux(sent, Mux(beat.last, 0, row + 1), row),
+                wb=Mux(ends, self._advance(wb, n), wb), rb=Mux(delivered, self._advance(rb, n), rb),
+                full=(full | Mux(ends, Const(1, n) << wb, 0)) & ~Mux(delivered, Const(1, n) << rb, 0),
+                lead=Mux(done, Mux(ends, 0, chunk + fire) * step, lead + fire * step - sent * row_step),
+                in_use=in_use, failed=failed)
+
+        def written(sent, fire):
+            """Whether the chunks of the head's next row will be written in the next cycle, for constant
+            late signals (0 or 1): the head's tile is whole, or the lead compared with constants."""
+            s = after(sent, fire)
+            ahead = lead >= (elems_per_row * (1 + sent) - self.W * fire) // unit
+            if sent:  # a completion restarts the lead: the next tile's chunks, from row 0
+                ahead = Mux(beat.last, ~(fire & c.last) & (chunk >= -(-elems_per_row // self.W) - fire), ahead)
+            return s.full.bit_select(s.rb, 1) | ((s.wb == s.rb) & ahead)
+
+        # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being
+        # written (wb = rb), and no chunk of it is written while ``chunk`` is 0.
+        # ``chunks.ready`` is a register: it stalls the whole scaling stage, whose enables are a wide
+        # tree already. A bank's one port either writes a chunk or reads a row: the read wins, so
+        # ``chunks.ready`` is low while the buffer ``wb`` is full and in a cycle in which a row is read
+        # from the bank the next chunk writes, decided a cycle ahead from the next state. Whether the
+        # head's next row is written is a register too (``row_written``), decided likewise, and so is
+        # the lead. Each is computed from registers for each value of this cycle's late signals (a
+        # row sent, a chunk written, and ``resp_ready_next``: ``resp.ready`` in the next cycle), and
+        # selected by them.
+        accepting, row_written = Signal(init=1), Signal()
+        m.d.comb += self.chunks.ready.eq(accepting)
+        readable = in_use & row_written
         ready = readable | (in_use & head.failed)
         load = ~self.resp.valid | self.resp.ready
         sent = load & ready
         m.d.comb += self.done.eq(sent & beat.last)
-        row_next = Mux(sent, Mux(beat.last, 0, row + 1), row)
-        m.d.sync += row.eq(row_next)
+        now = after(sent, fire)
+        m.d.sync += [chunk.eq(now.chunk), row.eq(now.row), wb.eq(now.wb), rb.eq(now.rb), full.eq(now.full)]
 
-        # The next cycle's row read, from the next state (``resp_ready_next``: ``resp.ready`` then).
-        in_use_next, failed_next = records_next
-        load_next = ~Mux(load, ready, self.resp.valid) | self.resp_ready_next
-        reading_next = load_next & in_use_next & written(full_next, wb_next, rb_next, chunk_next, row_next) & ~failed_next
+        def accepts(sent, fire, resp_ready):
+            """``accepting`` in the next cycle, for constant late signals (0 or 1)."""
+            s = after(sent, fire)
+            # ``resp`` loads in the next cycle if it is taken then, or empty (nothing sent into it
+            # now, and it loads now).
+            loads = 1 if resp_ready else 0 if sent else load
+            reading = loads & s.in_use & written(sent, fire) & ~s.failed
+            # the next chunk's memory row and the next row read in one bank
+            bank = (s.wb == s.rb) & ((s.chunk // per_row) % BANKS == (s.row // rows_per) % BANKS)
+            return ~s.full.bit_select(s.wb, 1) & ~(reading & bank)
+
+        def by_late(f):
+            """``f(sent, fire)`` for each value of both, selected by this cycle's."""
+            return Mux(sent, Mux(fire, f(1, 1), f(1, 0)), Mux(fire, f(0, 1), f(0, 0)))
+
+        m.d.sync += [
+            accepting.eq(Mux(self.resp_ready_next, by_late(lambda s, f: accepts(s, f, 1)),
+                             by_late(lambda s, f: accepts(s, f, 0)))),
+            row_written.eq(by_late(written)),
+            lead.eq(by_late(lambda s, f: after(s, f).lead)),
+        ]
         write_row, read_row = chunk // per_row, row // rows_per  # memory rows
-        block_next = reading_next & (wb_next == rb_next) & ((chunk_next // per_row) % BANKS == (row_next // rows_per) % BANKS)
-        m.d.sync += accepting.eq(~full_next.bit_select(wb_next, 1) & ~block_next)
         loaded = Signal.like(beat)
         read_from = Signal(range(n * BANKS))  # the bank whose read port holds the loaded row
         # A read port's register loads only with a row read (a bank's one port may be writing), so
