@@ -330,7 +330,9 @@ class PE(wiring.Component):
         """Chunks into TOut's buffer ring, completions in request order through the response
         register. A beat offered in a squash's cycle is not delivered (the core does not take it,
         and the squash resets the register), but ``squash`` does not gate ``valid``: no input
-        reaches an output in its cycle. Returns: a beat is in that register."""
+        reaches an output in its cycle; nor the register's ``ready``, whose next value
+        (``resp_ready_next``) decides TOut's next ``chunks.ready``: the squash resets both anyway,
+        and its wide fan-out would come before that decision. Returns: a beat is in that register."""
         wiring.connect(m, pipeline.out, tout.chunks)
         resp = OutputBuffer(tout.resp.payload.shape())
         m.submodules.tepl_resp_reg = in_datapath(ResetInserter(self.squash)(resp))
@@ -339,7 +341,7 @@ class PE(wiring.Component):
             tout.resp_ready_next.eq(resp.ready_next),
             self.tepl_resp.payload.eq(resp.o.payload),
             self.tepl_resp.valid.eq(resp.o.valid & ports_open),
-            resp.o.ready.eq(self.tepl_resp.ready & ports_open & ~self.squash),
+            resp.o.ready.eq(self.tepl_resp.ready & ports_open),
         ]
         return resp.o.valid
 

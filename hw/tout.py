@@ -202,7 +202,10 @@ class TOut(wiring.Component):
             s = after(sent, fire)
             ahead = lead >= (elems_per_row * (1 + sent) - self.W * fire) // unit
             if sent:  # a completion restarts the lead: the next tile's chunks, from row 0
-                ahead = Mux(beat.last, ~(fire & c.last) & (chunk >= -(-elems_per_row // self.W) - fire), ahead)
+                # (compared only when the bound is above 0: Verilator rejects a comparison always true)
+                needed = -(-elems_per_row // self.W) - fire
+                restarted = ~(fire & c.last) & (chunk >= needed) if needed > 0 else ~(fire & c.last)
+                ahead = Mux(beat.last, restarted, ahead)
             return s.full.bit_select(s.rb, 1) | ((s.wb == s.rb) & ahead)
 
         # The head's tile is the oldest with a buffer (rb); until it is whole, it is the one being
