@@ -30,7 +30,7 @@ def test_a_block_is_clean_and_the_same_from_its_seed_and_index_alone(bus, seed):
     assert first["failures"] == [] and first["mismatches"] == first["hangs"] == 0
     assert first["requests"] == first["tiles"] + first["errors"] == REQUESTS and first["cycles"] > 0
     assert set(first["bins"]) <= set(coverage.declared(LOADERS)), set(first["bins"]) - set(coverage.declared(LOADERS))
-    assert first["bins"]["mode/tepl"] + first["bins"].get("mode/store", 0) >= 1
+    assert first["bins"].get("mode/tepl", 0) + first["bins"].get("mode/store", 0) >= 1  # a block may be all store
     other = regression.run_block(W, L, LOADERS, seed, 4, REQUESTS, bus=bus)
     again = regression.run_block(W, L, LOADERS, seed, 3, REQUESTS, bus=bus)  # after another block: the same
     assert again == first
