@@ -26,7 +26,7 @@ from .blocks import BLOCK_NAMES, block_of
 from .liberty import LibertyError
 from .liberty import read as read_liberty
 from .netlist import CELL_NAME, NetlistError, read_blif
-from .stats import FF_CELL, NETLIST, BlockStats, _instances, _module_stats, _sha256, _strip
+from .stats import FF_CELL, NETLIST, BlockStats, _instances, _module_stats, _sha256
 from .tools import run_yosys, yosys_version
 
 #: The vendored ASAP7 standard cells (7.5-track RVT, typical corner, NLDM; see synth/pdk/asap7).
@@ -170,28 +170,14 @@ def map_script(liberties, constrained, dont_use=(), gate_min_flops=0, gates=(), 
 
 def _memories(rtlil):
     """Every $mem_v2 cell of an RTLIL file as a ``memories.Memory``."""
-    found, module, cell, params, conns = [], None, None, {}, {}
-    with open(rtlil) as f:
-        for line in f:
-            words = line.split()
-            if not words:
-                continue
-            if words[0] == "module":
-                module = _strip(words[1])
-            elif words[0] == "cell" and words[1] == "$mem_v2":
-                cell, params, conns = _strip(words[2]), {}, {}
-            elif cell and words[0] == "parameter" and len(words) > 2:
-                params[words[1][1:]] = words[2]
-            elif cell and words[0] == "connect":
-                conns[words[1][1:]] = " ".join(words[2:])
-            elif cell and words[0] == "end":
-                reads, writes = int(params.get("RD_PORTS", "0")), int(params.get("WR_PORTS", "0"))
-                clocked = params.get("RD_CLK_ENABLE", "0").split("'")[-1].zfill(reads)
-                found.append(memories.Memory(
-                    module, cell, int(params.get("SIZE", "0")), int(params.get("WIDTH", "0")),
-                    tuple(clocked[-1 - i] == "1" for i in range(reads)), writes,
-                    reads == 1 and writes == 1 and conns.get("RD_ADDR") == conns.get("WR_ADDR")))
-                cell = None
+    found = []
+    for module, cell, params, conns, _ in memories.mem_cells(rtlil):
+        reads, writes = int(params.get("RD_PORTS", "0")), int(params.get("WR_PORTS", "0"))
+        clocked = params.get("RD_CLK_ENABLE", "0").split("'")[-1].zfill(reads)
+        found.append(memories.Memory(
+            module, cell, int(params.get("SIZE", "0")), int(params.get("WIDTH", "0")),
+            tuple(clocked[-1 - i] == "1" for i in range(reads)), writes,
+            reads == 1 and writes == 1 and conns.get("RD_ADDR") == conns.get("WR_ADDR")))
     return found
 
 
@@ -387,6 +373,13 @@ def _block_power(power):
     return {b: power.leakage_mw.get(b, 0.0) + power.dynamic_mw.get(b, 0.0) for b in power.leakage_mw}
 
 
+def run_front(work, verilog, top, source):
+    """Pass 1 (``front_script``) on ``work/verilog``, unless done on the same inputs; its seconds."""
+    front = front_script(verilog, top)
+    return _yosys_step(work, "front", [_sha256(work / verilog), front, yosys_version()], front,
+                       f"Yosys front end of {source} (top {top})", (FRONT, MEMORIES_IL))
+
+
 def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     """The standard-cell flow on ``work/verilog``: (total, per block, seconds, timing, power, macros, model,
     memory table, OpenSTA's signoff or None). ``toggles``: simulations' ``deca.synth.activity.Toggles``, each
@@ -396,9 +389,7 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     model = sram.fit(tech.macro_liberties, tech.min_macro_bits)
     names = _stage_liberties(work, tech.liberties)
     yosys = yosys_version()
-    front = front_script(verilog, top)
-    seconds = _yosys_step(work, "front", [_sha256(work / verilog), front, yosys], front,
-                          f"Yosys front end of {source} (top {top})", (FRONT, MEMORIES_IL))
+    seconds = run_front(work, verilog, top, source)
     found = _memories(work / MEMORIES_IL)
     memory_table, chosen = choose_memories(found, tech, work, model)
     macro_shapes = {(m.words, m.width, len(m.sync_reads), m.writes) for m in found
@@ -448,17 +439,19 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
         enables = gating.pop("enables")
         simulated = []
         for t in toggles:
-            rates, matched = activity.net_rates(design, t)
+            rates, estimated = activity.net_rates(design, t)
             duties = activity.net_duties(design, t)
-            simulated.append((t, matched, sta.power(design, POWER_GHZ, lambda net, rates=rates: rates.get(net, 0.0),
-                                                    f"simulated: {t.source}, {t.cycles:g} cycles",
-                                                    lambda net, d=duties: d.get(net, sta.DEFAULT_DUTY))))
+            simulated.append((t, 1 - len(estimated) / max(1, len(rates)),
+                              sta.power(design, POWER_GHZ, lambda net, rates=rates: rates.get(net, 0.0),
+                                        f"simulated: {t.source}, {t.cycles:g} cycles",
+                                        lambda net, d=duties: d.get(net, sta.DEFAULT_DUTY)),
+                              activity.estimated_power(design, POWER_GHZ, rates, estimated, duties)))
             # How many gates' enable duty the trace gives; the others get sta.DEFAULT_DUTY.
             gating.setdefault("enables_traced", []).append(sum(e in duties for e in enables))
     except (NetlistError, sram.MacroError) as e:
         raise ToolError(f"the netlist Yosys made of {source} (top {top}): {e}") from None
-    highest, matched, power = max(simulated, key=lambda x: sum(_block_power(x[2]).values()),
-                                  default=(None, None, vectorless))
+    highest, matched, power, _ = max(simulated, key=lambda x: sum(_block_power(x[2]).values()),
+                                     default=(None, None, vectorless, None))
     macros = _macro_list(design, {(m.words, m.width, len(m.sync_reads), m.writes): chosen[m.shape]
                                           for m in found})
     # OpenSTA's inputs: the constraints deca.synth.sta assumes, each macro as a cell of its own shape.
@@ -506,5 +499,7 @@ def run_cells(work, verilog, top, source, tech, toggles=(), signoff_sta=False):
     if simulated:
         power_dict.update(cycles=highest.cycles, named_nets=matched, workload=highest.workload,
                           workloads=[{"workload": t.workload, "cycles": t.cycles, "named_nets": share,
-                                      "blocks_mw": _block_power(p)} for t, share, p in simulated])
+                                      "blocks_mw": _block_power(p),
+                                      "dynamic_mw": sum(p.dynamic_mw.values()), "estimated_mw": estimated}
+                                     for t, share, p, estimated in simulated])
     return total, per_block, seconds, timing_dict, power_dict, macros, model.to_dict(), memory_table, checked

@@ -19,6 +19,33 @@ DEFAULT_MODE = "auto"
 CELLS = "cells"
 
 
+def mem_cells(rtlil):
+    """Each ``$mem_v2`` cell of an RTLIL file: (module, cell name, {parameter: value}, {port: signal
+    text}, {wire of the module: (lowest index, width)})."""
+    module, wires, cell, params, conns = None, {}, None, {}, {}
+    with open(rtlil) as f:
+        for line in f:
+            words = line.split()
+            if not words:
+                continue
+            if words[0] == "module":
+                module, wires = words[1].removeprefix("\\"), {}
+            elif words[0] == "wire":
+                width = int(words[words.index("width") + 1]) if "width" in words else 1
+                lsb = int(words[words.index("offset") + 1]) if "offset" in words else 0
+                wires[words[-1].removeprefix("\\")] = (lsb, width)
+            elif words[0] == "cell":
+                cell, params, conns = (words[1], words[2].removeprefix("\\")), {}, {}
+            elif cell and cell[0] == "$mem_v2" and words[0] == "parameter" and len(words) > 2:
+                params[words[1][1:]] = words[2]
+            elif cell and cell[0] == "$mem_v2" and words[0] == "connect":
+                conns[words[1][1:]] = " ".join(words[2:])
+            elif words[0] == "end" and cell:
+                if cell[0] == "$mem_v2":
+                    yield module, cell[1], params, conns, wires
+                cell = None
+
+
 @dataclass(frozen=True)
 class Memory:
     """One $mem_v2 of the design before mapping."""

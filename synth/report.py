@@ -179,13 +179,34 @@ def cells_lines(result, whole_path=False):
     if "workload" in result.power:
         vectorless = total.leakage_mw + total.vectorless_dynamic_mw
         lines += [f"  activity: {result.power['workload']}, {result.power['cycles']:,.0f} cycles traced; "
-                  f"{result.power['named_nets']:.0%} of the driven nets by their RTL signal's own toggles, the "
-                  "others at their module's average toggle rate per traced bit",
+                  f"{result.power['named_nets']:.0%} of the driven nets by their own simulated toggles (RTL signals, "
+                  "memory rows, across inverters and buffers), the others at their module's average toggle rate "
+                  "per traced bit",
                   f"  {result.power['vectorless']}: {vectorless:.1f} mW = leakage "
                   f"{total.leakage_mw:.1f} + dynamic {total.vectorless_dynamic_mw:.1f}; by the paper's groups: "
                   + _groups_text(paper_split(result, lambda s: s.leakage_mw + s.vectorless_dynamic_mw),
                                  PAPER_POWER_SPLIT)]
-    return lines + workload_lines(result) + memory_lines(result)
+    return lines + estimate_lines(result) + workload_lines(result) + memory_lines(result)
+
+
+def estimate_lines(result):
+    """How much of each workload's dynamic power comes from an estimated activity rather than the
+    simulation's: nets at their module's average toggle rate, clocks behind gates whose enable's duty
+    the trace does not give, at the default duty."""
+    lines = []
+    for w in result.power.get("workloads", ()):
+        if "estimated_mw" not in w:
+            continue   # a result cached before the estimate was counted
+        est = w["estimated_mw"]
+        nets, gates = sum(e[0] for e in est.values()), sum(e[1] for e in est.values())
+        share = (nets + gates) / w["dynamic_mw"] if w["dynamic_mw"] else 0.0
+        blocks = ", ".join(f"{b} {n + g:.1f} ({k:,} gates)" for b, (n, g, k) in
+                           sorted(est.items(), key=lambda x: -x[1][0] - x[1][1]))
+        lines.append(f"  estimated, not simulated ({w['workload']}): {nets + gates:.1f} of {w['dynamic_mw']:.1f} mW "
+                     f"dynamic ({share:.0%}): nets at their module's average toggle rate {nets:.1f} mW, clocks "
+                     f"behind the {sum(e[2] for e in est.values()):,} gates whose enable the trace does not give, "
+                     f"at duty {DEFAULT_DUTY}, {gates:.1f} mW; by block, mW: {blocks}")
+    return lines
 
 
 def gating_lines(result):

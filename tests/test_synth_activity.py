@@ -15,7 +15,7 @@ from deca.synth import activity, cells, sram, sta
 from deca.synth.liberty import read
 from deca.synth.netlist import find, read_blif
 
-DFF, INV = "DFFHQNx1_ASAP7_75t_R", "INVx1_ASAP7_75t_R"
+DFF, INV, NAND = "DFFHQNx1_ASAP7_75t_R", "INVx1_ASAP7_75t_R", "NAND2x1_ASAP7_75t_R"
 
 #: A clock, a 4-bit q at the design's top and a 2-bit r in its submodule sub, under cocotb's TOP.
 #: q: 0000 -> 0101 -> 0110 -> 0011 -> xxxx (0): bit 0 toggles 4 times, bit 1 twice, bit 2 twice,
@@ -143,10 +143,13 @@ def _net(design, module, name):
 
 
 def test_rates_by_name_and_module_average(tmp_path, library):
-    design = _design(tmp_path, library)
+    # NANDs in place of TINY's inverters: their outputs toggle unlike either input.
+    text = TINY.replace(f"{INV} A=q[1] Y=_1_", f"{NAND} A=q[1] B=a Y=_1_").replace(f"{INV} A=r[0] Y=o",
+                                                                                   f"{NAND} A=r[0] B=i Y=o")
+    design = _design(tmp_path, library, text)
     path = tmp_path / "hand.vcd"
     path.write_text(HAND_VCD)
-    rates, named = activity.net_rates(design, activity.count_toggles(path))
+    rates, estimated = activity.net_rates(design, activity.count_toggles(path))
     cycles = 2.5
     # q[1] and r[0] are traced; y is the sub's o, not traced under that name in either scope.
     assert rates[_net(design, "top", "q[1]")] == pytest.approx(2 / cycles)
@@ -156,7 +159,20 @@ def test_rates_by_name_and_module_average(tmp_path, library):
     assert rates[_net(design, "top.sub", "o")] == pytest.approx((1 + 2) / 2 / cycles)
     # top.quiet has no scope in the trace: the whole design's average per traced bit.
     assert rates[_net(design, "top.quiet", "_2_")] == pytest.approx((5 + 8 + 1 + 3) / 8 / cycles)
-    assert named == pytest.approx(2 / 5)
+    assert estimated == {_net(design, "top", "_1_"), _net(design, "top.sub", "o"), _net(design, "top.quiet", "_2_")}
+
+
+def test_rates_across_inverters(tmp_path, library):
+    """An inverter's input and output toggle together: a flip-flop's unnamed output in front of an
+    inverter to a traced name takes that name's rate, and so does the inverter after a traced net."""
+    text = TINY.replace(f".subckt {DFF} CLK=clk D=a QN=q[1]", f".subckt {DFF} CLK=clk D=a QN=_0_\n"
+                        f".subckt {INV} A=_0_ Y=q[1]")
+    design = _design(tmp_path, library, text)
+    path = tmp_path / "hand.vcd"
+    path.write_text(HAND_VCD)
+    rates, estimated = activity.net_rates(design, activity.count_toggles(path))
+    for net in (_net(design, "top", "_0_"), _net(design, "top", "_1_")):
+        assert rates[net] == pytest.approx(2 / 2.5) and net not in estimated
 
 
 def test_duties_of_traced_one_bit_nets(tmp_path, library):
@@ -169,6 +185,141 @@ def test_duties_of_traced_one_bit_nets(tmp_path, library):
     path.write_text(HAND_VCD)
     duties = activity.net_duties(design, activity.count_toggles(path))
     assert duties == {_net(design, "top", "en"): pytest.approx(20 / 25), _net(design, "top", "clk"): pytest.approx(0.4)}
+
+
+# Memories in flip-flops ---------------------------------------------------------------------------
+
+#: One memory in flip-flops, 8 rows of two bytes each written under its own enable (the SQQ's
+#: form), with a registered read (the sub-LUTs').
+MEMORY = """module memt(input clk, input [1:0] we, input [2:0] wa, input [15:0] wd, input [2:0] ra,
+            output reg [15:0] rd);
+  reg [15:0] m [0:7];
+  always @(posedge clk) begin
+    if (we[0]) m[wa][7:0] <= wd[7:0];
+    if (we[1]) m[wa][15:8] <= wd[15:8];
+    rd <= m[ra];
+  end
+endmodule
+"""
+#: {cycle: (row, data, byte enables)}: row 5 written whole twice (0 -> 0x00ff -> 0x0f0f), row 2's low
+#: byte once (0x8001: 0x01 written), row 7 in the last edge's time step (after the edge: no write).
+WRITES = {4: (5, 0x00FF, 3), 11: (5, 0x0F0F, 3), 30: (2, 0x8001, 1), 40: (7, 0xFFFF, 3)}
+
+
+def _memory_vcd(path, writes, cycles=40, seed=0):
+    """A trace of MEMORY: ``writes`` {cycle: (row, data, enables)}; on the other cycles we is 0 while
+    wa, wd and ra take random values. Inputs change in the rising edge's time step, after the edge,
+    though the trace lists them before the clock."""
+    rng = np.random.default_rng(seed)
+    lines = ["$scope module TOP $end", "$scope module memt $end", "$var wire 1 ! clk $end", "$var wire 2 # we $end",
+             "$var wire 3 $ wa [2:0] $end", "$var wire 16 % wd [15:0] $end", "$var wire 3 & ra [2:0] $end",
+             "$upscope $end", "$upscope $end", "$enddefinitions $end", "#0", "$dumpvars", "0!", "0#", "b0 $", "b0 %",
+             "b0 &", "$end"]
+    for c in range(cycles):
+        row, data, we = writes.get(c + 1, (int(rng.integers(8)), int(rng.integers(1 << 16)), 0))
+        lines += [f"#{10 * c + 5}", f"b{we:b} #", f"b{row:b} $", f"b{data:b} %",
+                  f"b{int(rng.integers(8)):b} &", "1!", f"#{10 * c + 10}", "0!"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory):
+    """MEMORY mapped (without toggles): its work folder and write ports."""
+    from deca.synth import flow
+
+    folder = tmp_path_factory.mktemp("memory")
+    (folder / "memt.v").write_text(MEMORY)
+    flow.synthesize_file(folder / "memt.v", "memt", folder / "work")
+    return folder, flow.memory_ports(folder / "work", "memt.v", "memt")
+
+
+def test_write_ports_of_rtlil_signals():
+    wires = {"we": (0, 1), "x": (2, 4)}
+    assert activity._sigspec("{ \\we [0] 2'10 \\x [4:3] }", wires) == [("x", 3), ("x", 4), 0, 1, ("we", 0)]
+    assert activity._sigspec("\\x", wires) == [("x", 2), ("x", 3), ("x", 4), ("x", 5)]
+
+
+def test_memory_rows_from_replayed_writes(memory, tmp_path, seed):
+    """WRITES in 40 cycles: each bit's writes and toggles as written by hand, and nothing for the
+    rows never written, though the address and data change every cycle with the enables low."""
+    folder, ports = memory
+    assert [(p.memory, p.words, p.offset, len(p.data)) for p in ports] == [("m", 8, 0, 16)]
+    print(f"seed {seed}")
+    _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
+    t = activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt")
+    writes, toggles = t.memories[("TOP", "memt")]["m"]
+    assert writes[5] == [2] * 16 and writes[2] == [1] * 8 + [0] * 8
+    assert all(writes[r] == [0] * 16 for r in (0, 1, 3, 4, 6, 7))
+    assert toggles[5] == [1] * 4 + [2] * 4 + [1] * 4 + [0] * 4
+    assert toggles[2] == [1] + [0] * 15
+    assert all(toggles[r] == [0] * 16 for r in (0, 1, 3, 4, 6, 7))
+    assert activity.Toggles.from_json(t.to_json()) == t
+
+
+def test_gated_rows_take_their_write_rate(memory, tmp_path, library, seed):
+    """In the mapped memory each byte of a row is a clock-gated bank: its gate's enable duty is the
+    byte's writes per cycle (0 for one never written, not the default 0.5), each bit's rate its
+    toggles per cycle; without the replay the gates have no duty and the bits the module's average."""
+    folder, ports = memory
+    _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
+    t = activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt")
+    design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
+    lib = design.library.cells
+    gates = {}   # (row, byte) -> its gate's enable net
+    for _, kind, pins, _ in design.cells:
+        if lib[kind].clock_gate:
+            _, enable, gated = lib[kind].clock_gate
+            pins = dict(pins)
+            banks = {tuple(int(x) // k for x, k in zip(design.net_name(dict(ps)[lib[k].outputs[0]])[2:-1].split("]["),
+                                                        (1, 8)))
+                     for _, k, ps, _ in design.cells if lib[k].sequential and not lib[k].clock_gate
+                     and dict(ps)[next(p for p in lib[k].pins if lib[k].pins[p].clock)] == pins[gated]}
+            assert len(banks) == 1
+            gates[banks.pop()] = pins[enable]
+    assert sorted(gates) == [(row, byte) for row in range(8) for byte in (0, 1)]
+    duties = activity.net_duties(design, t)
+    expected = {(2, 0): 1 / 40, (5, 0): 2 / 40, (5, 1): 2 / 40}
+    assert {bank: duties[net] for bank, net in gates.items()} == {b: pytest.approx(expected.get(b, 0.0))
+                                                                  for b in gates}
+    rates, estimated = activity.net_rates(design, t)
+    bit = _net(design, "memt", "m[5][4]")
+    assert rates[bit] == pytest.approx(2 / 40) and bit not in estimated
+    assert rates[_net(design, "memt", "m[0][0]")] == 0.0
+    plain = activity.count_toggles(tmp_path / "m.vcd")
+    assert not set(gates.values()) & set(activity.net_duties(design, plain))
+    assert bit in activity.net_rates(design, plain)[1]
+
+
+def test_estimated_power_is_what_the_estimates_add(memory, tmp_path, library, seed):
+    """The estimated share is the dynamic power that the averaged nets and the gates at the default duty
+    add: doubling those rates, or raising that duty from 0.5 to 1, adds exactly it; with the memory
+    replayed no gate is at the default, and the report says how much is estimated."""
+    from deca.synth import flow, report
+
+    folder, ports = memory
+    _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
+    design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
+    for t in (activity.count_toggles(tmp_path / "m.vcd"),
+              activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt")):
+        rates, estimated = activity.net_rates(design, t)
+        duties = activity.net_duties(design, t)
+        nets, gates, defaults = activity.estimated_power(design, cells.POWER_GHZ, rates, estimated, duties)["memt"]
+        assert defaults == sum(lib.clock_gate is not None and dict(pins)[lib.clock_gate[1]] not in duties
+                               for _, kind, pins, _ in design.cells for lib in [design.library.cells[kind]])
+
+        def dynamic(scale, default):
+            return sta.power(design, cells.POWER_GHZ, lambda n: rates[n] * (scale if n in estimated else 1), "",
+                             lambda n: duties.get(n, default)).dynamic_mw["memt"]
+
+        assert dynamic(2, 0.5) - dynamic(1, 0.5) == pytest.approx(nets) and nets > 0
+        assert dynamic(1, 1.0) - dynamic(1, 0.5) == pytest.approx(gates)
+    assert gates == 0.0 and defaults == 0
+    (tmp_path / "memt.v").write_text(MEMORY)
+    r = flow.synthesize_file(tmp_path / "memt.v", "memt", folder / "work", toggles=t)
+    run = r.power["workloads"][0]
+    assert run["estimated_mw"]["other"] == pytest.approx([nets, 0.0, 0])
+    share = f"{nets:.1f} of {run['dynamic_mw']:.1f} mW dynamic ({nets / run['dynamic_mw']:.0%})"
+    assert share in report.format_result(r)
 
 
 # Bad input ----------------------------------------------------------------------------------------
