@@ -390,6 +390,14 @@ def _scopes(design, toggles):
         yield name, base, root + tuple(below.split(".")) if below else root
 
 
+def _signal_bit(net):
+    """(signal, bit) a net's name stands for: ``name[bit]`` or ``name`` (bit 0); BLIF escapes a name
+    that starts with ``$`` (Amaranth's ``$288``, a wire of the Verilog) as ``\\$288``, the trace does not."""
+    m = _BIT.match(net)
+    signal, bit = (m.group(1), int(m.group(2))) if m else (net, 0)
+    return signal.removeprefix("\\"), bit
+
+
 def _through_buffers(design, known):
     """``known`` ({net: value}) extended to the nets across inverters and buffers from its nets (a
     one-input cell's input and output toggle together), both ways."""
@@ -439,8 +447,7 @@ def net_rates(design, toggles):
         total_bits, total_toggles = total_bits + bits, total_toggles + count
         average[name] = count / bits / cycles if bits else None
         for net, index in design.models[name].nets.items():
-            m = _BIT.match(net)
-            signal, bit = (m.group(1), int(m.group(2))) if m else (net, 0)
+            signal, bit = _signal_bit(net)
             if signal in sigs:
                 lsb, counts = sigs[signal]
                 if 0 <= bit - lsb < len(counts):
@@ -471,8 +478,7 @@ def net_duties(design, toggles):
     for name, base, scope in _scopes(design, toggles):
         high = toggles.high.get(scope, {})
         for net, index in design.models[name].nets.items():
-            m = _BIT.match(net)
-            signal, bit = (m.group(1), int(m.group(2))) if m else (net, 0)
+            signal, bit = _signal_bit(net)
             if bit in high.get(signal, {}):
                 duties[find(design.parent, base + index)] = high[signal][bit]
     rows, lib = _row_bits(design, toggles), design.library.cells

@@ -185,6 +185,11 @@ def test_duties_of_traced_one_bit_nets(tmp_path, library):
     path.write_text(HAND_VCD)
     duties = activity.net_duties(design, activity.count_toggles(path))
     assert duties == {_net(design, "top", "en"): pytest.approx(20 / 25), _net(design, "top", "clk"): pytest.approx(0.4)}
+    # A Verilog wire named $en (Amaranth's $288): BLIF writes it \$en, the trace $en.
+    design = _design(tmp_path, library, text.replace(" en", " \\$en").replace("=en", "=\\$en"))
+    path.write_text(HAND_VCD.replace(" en $end", " $en $end"))
+    duties = activity.net_duties(design, activity.count_toggles(path))
+    assert duties[_net(design, "top", "\\$en")] == pytest.approx(20 / 25)
 
 
 # Memories in flip-flops ---------------------------------------------------------------------------
