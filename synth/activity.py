@@ -27,7 +27,7 @@ from pathlib import Path
 from deca.hw.params import LOADERS
 
 from . import sta
-from .memories import mem_cells
+from .memories import rtlil_cells
 from .netlist import find
 
 #: The design's clock in the trace (cocotb drives the PE's ``clk``).
@@ -57,6 +57,9 @@ class Toggles:
     #: the memories whose write ports the count replayed (``WritePort``); a bit is written when its
     #: enable is.
     memories: dict = field(default_factory=dict)
+    #: {scope: {signal: {bit: rising clock edges at which it loaded}}} of the registers with an
+    #: enable (``RegisterEnable``) whose enable is traced.
+    loads: dict = field(default_factory=dict)
 
     def to_json(self):
         return json.dumps({"cycles": self.cycles, "source": self.source, "workload": self.workload,
@@ -65,7 +68,9 @@ class Toggles:
                            "high": [[list(scope), name, bit, share] for scope, sigs in self.high.items()
                                     for name, bits in sigs.items() for bit, share in bits.items()],
                            "memories": [[list(scope), name, writes, toggles] for scope, mems in self.memories.items()
-                                        for name, (writes, toggles) in mems.items()]})
+                                        for name, (writes, toggles) in mems.items()],
+                           "loads": [[list(scope), name, bit, n] for scope, sigs in self.loads.items()
+                                     for name, bits in sigs.items() for bit, n in bits.items()]})
 
     @classmethod
     def from_json(cls, text):
@@ -77,7 +82,10 @@ class Toggles:
             high.setdefault(tuple(scope), {}).setdefault(name, {})[bit] = share
         for scope, name, writes, toggles in d.get("memories", ()):
             memories.setdefault(tuple(scope), {})[name] = (writes, toggles)
-        return cls(d["cycles"], signals, d["source"], d["workload"], high, memories)
+        loads = {}
+        for scope, name, bit, n in d.get("loads", ()):
+            loads.setdefault(tuple(scope), {}).setdefault(name, {})[bit] = n
+        return cls(d["cycles"], signals, d["source"], d["workload"], high, memories, loads)
 
     def scope_of(self, top):
         """The scope of design ``top`` (the shortest path ending in a scope named ``top``)."""
@@ -147,8 +155,36 @@ def _sigspec(text, wires):
 def write_ports(rtlil):
     """The write ports (``WritePort``) of every ``$mem_v2`` cell of an RTLIL file (Yosys's
     ``memories.il``), but those clocked on a falling edge or not at all."""
-    return [port for module, _, params, conns, wires in mem_cells(rtlil)
+    return [port for module, _, _, params, conns, wires in rtlil_cells(rtlil)
             for port in _ports(module, params, conns, wires)]
+
+
+@dataclass(frozen=True)
+class RegisterEnable:
+    """A register slice that loads only when its ``enable`` bit equals ``polarity``, at a rising
+    edge of ``clock``: in ``module``, its bits ``q``; each bit (signal, index) or a constant."""
+
+    module: str
+    clock: tuple
+    enable: tuple
+    polarity: int
+    q: tuple
+
+
+#: Yosys's flip-flop cells with an enable (after ``opt_dff``), clocked.
+_ENABLED_FLOPS = ("$dffe", "$sdffe", "$sdffce", "$adffe", "$aldffe", "$dffsre")
+
+
+def register_enables(rtlil):
+    """The ``RegisterEnable`` of every flip-flop cell with an enable, clocked on a rising edge, of an
+    RTLIL file (Yosys's ``memories.il``): the enable a clock gate of its bits takes after mapping."""
+    found = []
+    for module, _, _, params, conns, wires in rtlil_cells(rtlil, _ENABLED_FLOPS):
+        if params.get("CLK_POLARITY", "1").endswith("1"):
+            (clock,), (enable,) = _sigspec(conns["CLK"], wires), _sigspec(conns["EN"], wires)
+            found.append(RegisterEnable(module, clock, enable, int(params.get("EN_POLARITY", "1")[-1]),
+                                        tuple(_sigspec(conns["Q"], wires))))
+    return found
 
 
 def _ports(module, params, conns, wires):
@@ -237,11 +273,12 @@ def check_trace(path, top, clock=CLOCK):
     _root({v[0] for v in variables}, top, path)
 
 
-def count_toggles(path, clock=CLOCK, ports=(), top=None):
+def count_toggles(path, clock=CLOCK, ports=(), top=None, registers=()):
     """Toggles of every bit of every signal in the VCD file ``path``; the first value of a signal
     (from $dumpvars or its first change) is its start, not a toggle. ``ports``: ``WritePort``s of
     design ``top``, replayed at each rising edge of their clock on the values their signals had
-    before it, for the memories whose ports are all traced."""
+    before it, for the memories whose ports are all traced; ``registers``: its ``RegisterEnable``s,
+    whose loads are counted at those edges where their enable is traced."""
     path = Path(path)
     try:
         f = open(path, errors="replace")
@@ -250,7 +287,7 @@ def count_toggles(path, clock=CLOCK, ports=(), top=None):
     with f:
         ids = _definitions(f, path)
         single = {code for code, variables in ids.items() if all(v[3] == 1 for v in variables)}
-        replay = _Replay(ids, ports, top, path)
+        replay = _Replay(ids, ports, registers, top, path)
         prev, planes = {}, {}
         # One-bit signals: the time each spent at 1, and when it last changed.
         now, start, high, since = 0, None, {}, {}
@@ -296,7 +333,8 @@ def count_toggles(path, clock=CLOCK, ports=(), top=None):
         raise ActivityError(f"the trace {path} has no signals")
     if clock_toggles is None or clock_toggles[1] < 2:
         raise ActivityError(f"the trace {path} has no clock {clock!r} that toggles")
-    return Toggles(clock_toggles[1] / 2, signals, str(path), f"the trace {path}", shares, replay.result())
+    return Toggles(clock_toggles[1] / 2, signals, str(path), f"the trace {path}", shares, replay.memories(),
+                   replay.loaded())
 
 
 def _add(planes, bits):
@@ -319,21 +357,40 @@ def _counts(planes, width):
 class _Replay:
     """The memories of ``ports`` rebuilt from the trace: each write port, at a rising edge of its
     clock, writes its data into its row under its enable, with the values its signals had before
-    the edge's time step (a flip-flop samples those; the step's own changes come after the edge)."""
+    the edge's time step (a flip-flop samples those; the step's own changes come after the edge).
+    And the edges at which each of ``registers`` loads (its enable at its polarity)."""
 
-    def __init__(self, ids, ports, top, source):
+    def __init__(self, ids, ports, registers, top, source):
         self.step, self.watched, self.clocks, self.before, self.rows = 0, set(), {}, {}, {}
-        if not ports:
+        self.enables, self.loads, self.registers = {}, [], []
+        if not ports and not registers:
             return
         root = _root({v[0] for variables in ids.values() for v in variables}, top, source)
         by_scope = {}
         for code, variables in ids.items():
             for scope, name, lsb, _ in variables:
                 by_scope.setdefault(scope, {})[name] = (code, lsb)
+
+        def scope_of(module):
+            below = module.removeprefix(top).lstrip(".")
+            return root + tuple(below.split(".")) if below else root
+
+        counters = {}   # one count per distinct (clock, enable, polarity)
+        for register in registers:
+            scope = scope_of(register.module)
+            clock, enable = (_chunks((bit,), by_scope.get(scope, {})) for bit in (register.clock, register.enable))
+            if clock is None or enable is None or not clock[0]:
+                continue   # not traced: the gate of its bits keeps the default duty
+            key = (clock[0][0][0], tuple(enable[0]), enable[1], register.polarity)
+            if key not in counters:
+                counters[key] = len(self.loads)
+                self.loads.append(0)
+                self.enables.setdefault(key[0], []).append((enable, register.polarity, counters[key]))
+                self.watched |= {key[0], *(chunk[0] for chunk in enable[0])}
+            self.registers.append((scope, register.q, counters[key]))
         grouped = {}
         for port in ports:
-            below = port.module.removeprefix(top).lstrip(".")
-            grouped.setdefault((root + tuple(below.split(".")) if below else root, port.memory), []).append(port)
+            grouped.setdefault((scope_of(port.module), port.memory), []).append(port)
         for (scope, memory), group in grouped.items():
             index = by_scope.get(scope, {})
             compiled = [[_chunks(bits, index) for bits in ((p.clock,), p.enable, p.address, p.data)] for p in group]
@@ -351,9 +408,12 @@ class _Replay:
         """``code`` went from ``old`` to ``new`` (``values``: every code's value, ``code``'s already new)."""
         if self.before.get(code, (None,))[0] != self.step:
             self.before[code] = (self.step, old or 0)
-        if code in self.clocks and old == 0 and new == 1:
-            for port, parts, state in self.clocks[code]:
+        if old == 0 and new == 1:
+            for port, parts, state in self.clocks.get(code, ()):
                 self._write(port, *(self._value(part, values) for part in parts), state)
+            for enable, polarity, counter in self.enables.get(code, ()):
+                if self._value(enable, values) == polarity:
+                    self.loads[counter] += 1
 
     def _value(self, part, values):
         chunks, value = part
@@ -373,12 +433,21 @@ class _Replay:
         _add(toggles[row], contents[row] ^ new)
         contents[row] = new
 
-    def result(self):
+    def memories(self):
         """{scope: {memory: ([[writes of each bit] of each row], [[toggles of each bit] of each row])}}."""
         out = {}
         for (scope, memory), (_, writes, toggles, width) in self.rows.items():
             out.setdefault(scope, {})[memory] = ([_counts(pl, width) for pl in writes],
                                                  [_counts(pl, width) for pl in toggles])
+        return out
+
+    def loaded(self):
+        """{scope: {signal: {bit: edges at which it loaded}}} of the registers' traced bits."""
+        out = {}
+        for scope, q, counter in self.registers:
+            for bit in q:
+                if not isinstance(bit, int):
+                    out.setdefault(scope, {}).setdefault(bit[0], {})[bit[1]] = self.loads[counter]
         return out
 
 
@@ -472,8 +541,9 @@ def net_rates(design, toggles):
 def net_duties(design, toggles):
     """{global net: share of the trace's time at 1} of the nets named like a traced one-bit signal
     (a clock gate's enable, where it kept an RTL name), and of each clock gate's enable whose
-    flip-flops are bits of a replayed memory: the share of cycles they are written (of the most
-    written one, where they differ). ``design``: a ``deca.synth.sta.Design``."""
+    flip-flops are bits of a replayed memory or of registers whose enable is traced: the share of
+    cycles they load (of the one that loads most, where they differ). ``design``: a
+    ``deca.synth.sta.Design``."""
     duties = {}
     for name, base, scope in _scopes(design, toggles):
         high = toggles.high.get(scope, {})
@@ -481,25 +551,39 @@ def net_duties(design, toggles):
             signal, bit = _signal_bit(net)
             if bit in high.get(signal, {}):
                 duties[find(design.parent, base + index)] = high[signal][bit]
-    rows, lib = _row_bits(design, toggles), design.library.cells
-    clocked = {}   # gated clock net -> [the rows of its flip-flops, None for a flip-flop of no row]
+    loads, lib = _loads(design, toggles), design.library.cells
+    clocked = {}   # gated clock net -> [the loads of each of its flip-flops, None where not known]
     for _, kind, pins, _ in design.cells:
         cell = lib.get(kind)
         if cell is not None and cell.sequential and not cell.clock_gate:
             clock = next((net for pin, net in pins if pin in cell.pins and cell.pins[pin].clock), None)
-            outs = [rows.get(net) for pin, net in pins if pin in cell.pins and cell.pins[pin].direction == "output"]
-            clocked.setdefault(clock, []).append(next((r for r in outs if r), None))
+            outs = [loads.get(net) for pin, net in pins if pin in cell.pins and cell.pins[pin].direction == "output"]
+            clocked.setdefault(clock, []).append(next((n for n in outs if n is not None), None))
     for _, kind, pins, _ in design.cells:
         cell = lib.get(kind)
         if cell is None or not cell.clock_gate:
             continue
-        clock_pin, enable_pin, gated_pin = cell.clock_gate
+        _, enable_pin, gated_pin = cell.clock_gate
         pins = dict(pins)
         flops = clocked.get(pins[gated_pin], [])
-        if flops and all(flops):
-            duties[pins[enable_pin]] = max(toggles.memories[scope][memory][0][row][bit]
-                                           for scope, memory, row, bit in flops) / toggles.cycles
+        if flops and None not in flops:
+            duties[pins[enable_pin]] = max(flops) / toggles.cycles
     return duties
+
+
+def _loads(design, toggles):
+    """{global net: rising clock edges at which its flip-flop loaded} of the nets of the memory bits
+    the trace replayed and of the registers whose enable it holds, and of the nets across buffers
+    from them."""
+    loads = {net: toggles.memories[scope][memory][0][row][bit]
+             for net, (scope, memory, row, bit) in _row_bits(design, toggles).items()}
+    for name, base, scope in _scopes(design, toggles):
+        registers = toggles.loads.get(scope, {})
+        for net, index in design.models[name].nets.items():
+            signal, bit = _signal_bit(net)
+            if bit in registers.get(signal, {}):
+                loads.setdefault(find(design.parent, base + index), registers[signal][bit])
+    return _through_buffers(design, loads)
 
 
 def estimated_power(design, frequency_ghz, rates, estimated, duties):
@@ -534,12 +618,12 @@ class Workload:
         return f"{self.name}-{self.mode}-{self.tiles}t-s{self.seed}"
 
 
-def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS, storage=None, ports=()):
+def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS, storage=None, ports=(), registers=()):
     """The toggles of the PE (W, L, ``loaders``, ``storage``) of the Verilog file ``verilog`` running ``workload``
-    on Verilator, its memories' ``ports`` replayed: cached in ``cache_dir`` by the Verilog, the ports and the
-    workload (the counts, not the VCD, which can be gigabytes and is deleted once counted)."""
+    on Verilator, its memories' ``ports`` and its ``registers``' enables replayed: cached in ``cache_dir`` by the
+    Verilog, those and the workload (the counts, not the VCD, which can be gigabytes and is deleted once counted)."""
     verilog, cache_dir = Path(verilog), Path(cache_dir)
-    digest = hashlib.sha256(verilog.read_bytes() + repr(ports).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(verilog.read_bytes() + repr((ports, registers)).encode()).hexdigest()[:16]
     cached = cache_dir / f"{top}-{digest}-{workload.key}.json"
     if cached.is_file():
         return Toggles.from_json(cached.read_text())
@@ -547,7 +631,7 @@ def workload_toggles(verilog, top, W, L, workload, cache_dir, loaders=LOADERS, s
 
     vcd, record = record_trace(verilog, top, W, L, workload.name, workload.mode, workload.tiles, workload.seed,
                                cache_dir / "records", loaders, storage)
-    toggles = count_toggles(vcd, ports=ports, top=top)
+    toggles = count_toggles(vcd, ports=ports, top=top, registers=registers)
     toggles.source = f"Verilator, {top}"
     toggles.workload = (f"{workload.name} {workload.mode}, {workload.tiles} tiles, seed {workload.seed}: "
                         f"{record['cycles_per_tile']:.1f} cycles per tile")

@@ -171,7 +171,7 @@ def map_script(liberties, constrained, dont_use=(), gate_min_flops=0, gates=(), 
 def _memories(rtlil):
     """Every $mem_v2 cell of an RTLIL file as a ``memories.Memory``."""
     found = []
-    for module, cell, params, conns, _ in memories.mem_cells(rtlil):
+    for module, _, cell, params, conns, _ in memories.rtlil_cells(rtlil):
         reads, writes = int(params.get("RD_PORTS", "0")), int(params.get("WR_PORTS", "0"))
         clocked = params.get("RD_CLK_ENABLE", "0").split("'")[-1].zfill(reads)
         found.append(memories.Memory(

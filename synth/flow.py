@@ -23,7 +23,8 @@ from pathlib import Path
 from deca.hw.params import LOADERS
 from deca.toolchain import ToolError
 
-from .activity import Toggles, Workload, check_trace, count_toggles, workload_toggles, write_ports
+from .activity import (Toggles, Workload, check_trace, count_toggles, register_enables, workload_toggles,
+                       write_ports)
 from .blocks import BLOCK_NAMES, block_of
 from .cells import DROP_INIT, MEMORIES_IL, front_script, load_library, run_cells, run_front, technology
 from .fpga import FpgaStats, run_fpga
@@ -139,12 +140,12 @@ def _parse(work, top):
 # The flow -----------------------------------------------------------------------------------------
 
 
-def memory_ports(work, verilog, top):
-    """The write ports (``deca.synth.activity.WritePort``) of the memories of ``work/verilog``, from
-    the standard-cell flow's front end (run here, and reused by the flow), whose memories the
-    toggle count replays."""
+def replayed(work, verilog, top):
+    """(the write ports of the memories, the enables of the registers) of ``work/verilog``
+    (``deca.synth.activity.WritePort``, ``RegisterEnable``), which the toggle count replays on the
+    trace: from the standard-cell flow's front end (run here, and reused by the flow)."""
     run_front(work, verilog, top, work / verilog)
-    return write_ports(work / MEMORIES_IL)
+    return write_ports(work / MEMORIES_IL), register_enables(work / MEMORIES_IL)
 
 
 #: What the numbers depend on besides the Verilog and the script: the code that reads Yosys's
@@ -267,9 +268,10 @@ def synthesize(W, L, design=None, work_dir=DEFAULT_WORK_DIR, fpga=False, cache_d
         check_trace(activity, top)   # a trace of another design is refused before any synthesis
     # A block alone gets a register on every port, so that its paths are timed as inside the PE.
     path = generate(W, L, work, design=design, loaders=loaders, registered_ports=design != "pe", **(storage or {}))
-    ports = memory_ports(work, path.name, top) if activity is not None and tech.cells else ()
-    toggles = [count_toggles(activity, ports=ports, top=top)] if activity is not None and not workloads else []
-    toggles += [workload_toggles(path, top, W, L, w, Path(work_dir) / "activity", loaders, storage, ports)
+    ports, registers = replayed(work, path.name, top) if activity is not None and tech.cells else ((), ())
+    toggles = ([count_toggles(activity, ports=ports, top=top, registers=registers)]
+               if activity is not None and not workloads else [])
+    toggles += [workload_toggles(path, top, W, L, w, Path(work_dir) / "activity", loaders, storage, ports, registers)
                 for w in workloads]
     return synthesize_file(path, top, work, fpga=fpga, cache_dir=cache_dir, design=design, W=W, L=L, tech=tech,
                            toggles=toggles, loaders=loaders, signoff=signoff)

@@ -19,9 +19,9 @@ DEFAULT_MODE = "auto"
 CELLS = "cells"
 
 
-def mem_cells(rtlil):
-    """Each ``$mem_v2`` cell of an RTLIL file: (module, cell name, {parameter: value}, {port: signal
-    text}, {wire of the module: (lowest index, width)})."""
+def rtlil_cells(rtlil, types=("$mem_v2",)):
+    """Each cell of one of ``types`` in an RTLIL file: (module, cell type, cell name, {parameter:
+    value}, {port: signal text}, {wire of the module: (lowest index, width)})."""
     module, wires, cell, params, conns = None, {}, None, {}, {}
     with open(rtlil) as f:
         for line in f:
@@ -36,13 +36,13 @@ def mem_cells(rtlil):
                 wires[words[-1].removeprefix("\\")] = (lsb, width)
             elif words[0] == "cell":
                 cell, params, conns = (words[1], words[2].removeprefix("\\")), {}, {}
-            elif cell and cell[0] == "$mem_v2" and words[0] == "parameter" and len(words) > 2:
+            elif cell and cell[0] in types and words[0] == "parameter" and len(words) > 2:
                 params[words[1][1:]] = words[2]
-            elif cell and cell[0] == "$mem_v2" and words[0] == "connect":
+            elif cell and cell[0] in types and words[0] == "connect":
                 conns[words[1][1:]] = " ".join(words[2:])
             elif words[0] == "end" and cell:
-                if cell[0] == "$mem_v2":
-                    yield module, cell[1], params, conns, wires
+                if cell[0] in types:
+                    yield module, cell[0], cell[1], params, conns, wires
                 cell = None
 
 

@@ -195,13 +195,14 @@ def test_duties_of_traced_one_bit_nets(tmp_path, library):
 # Memories in flip-flops ---------------------------------------------------------------------------
 
 #: One memory in flip-flops, 8 rows of two bytes each written under its own enable (the SQQ's
-#: form), with a registered read (the sub-LUTs').
+#: form), with a registered read (the sub-LUTs'), and a register acc loading with the low byte.
 MEMORY = """module memt(input clk, input [1:0] we, input [2:0] wa, input [15:0] wd, input [2:0] ra,
-            output reg [15:0] rd);
+            output reg [15:0] rd, output reg [7:0] acc);
   reg [15:0] m [0:7];
   always @(posedge clk) begin
     if (we[0]) m[wa][7:0] <= wd[7:0];
     if (we[1]) m[wa][15:8] <= wd[15:8];
+    if (we[0]) acc <= wd[7:0];
     rd <= m[ra];
   end
 endmodule
@@ -235,7 +236,7 @@ def memory(tmp_path_factory):
     folder = tmp_path_factory.mktemp("memory")
     (folder / "memt.v").write_text(MEMORY)
     flow.synthesize_file(folder / "memt.v", "memt", folder / "work")
-    return folder, flow.memory_ports(folder / "work", "memt.v", "memt")
+    return folder, *flow.replayed(folder / "work", "memt.v", "memt")
 
 
 def test_write_ports_of_rtlil_signals():
@@ -247,7 +248,7 @@ def test_write_ports_of_rtlil_signals():
 def test_memory_rows_from_replayed_writes(memory, tmp_path, seed):
     """WRITES in 40 cycles: each bit's writes and toggles as written by hand, and nothing for the
     rows never written, though the address and data change every cycle with the enables low."""
-    folder, ports = memory
+    folder, ports, registers = memory
     assert [(p.memory, p.words, p.offset, len(p.data)) for p in ports] == [("m", 8, 0, 16)]
     print(f"seed {seed}")
     _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
@@ -265,7 +266,7 @@ def test_gated_rows_take_their_write_rate(memory, tmp_path, library, seed):
     """In the mapped memory each byte of a row is a clock-gated bank: its gate's enable duty is the
     byte's writes per cycle (0 for one never written, not the default 0.5), each bit's rate its
     toggles per cycle; without the replay the gates have no duty and the bits the module's average."""
-    folder, ports = memory
+    folder, ports, registers = memory
     _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
     t = activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt")
     design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
@@ -275,12 +276,13 @@ def test_gated_rows_take_their_write_rate(memory, tmp_path, library, seed):
         if lib[kind].clock_gate:
             _, enable, gated = lib[kind].clock_gate
             pins = dict(pins)
-            banks = {tuple(int(x) // k for x, k in zip(design.net_name(dict(ps)[lib[k].outputs[0]])[2:-1].split("]["),
-                                                        (1, 8)))
-                     for _, k, ps, _ in design.cells if lib[k].sequential and not lib[k].clock_gate
+            names = {design.net_name(dict(ps)[lib[k].outputs[0]]) for _, k, ps, _ in design.cells
+                     if lib[k].sequential and not lib[k].clock_gate
                      and dict(ps)[next(p for p in lib[k].pins if lib[k].pins[p].clock)] == pins[gated]}
-            assert len(banks) == 1
-            gates[banks.pop()] = pins[enable]
+            if all(name.startswith("m[") for name in names):   # not acc's gate
+                banks = {tuple(int(x) // k for x, k in zip(name[2:-1].split("]["), (1, 8))) for name in names}
+                assert len(banks) == 1
+                gates[banks.pop()] = pins[enable]
     assert sorted(gates) == [(row, byte) for row in range(8) for byte in (0, 1)]
     duties = activity.net_duties(design, t)
     expected = {(2, 0): 1 / 40, (5, 0): 2 / 40, (5, 1): 2 / 40}
@@ -295,17 +297,37 @@ def test_gated_rows_take_their_write_rate(memory, tmp_path, library, seed):
     assert bit in activity.net_rates(design, plain)[1]
 
 
+def test_gated_register_takes_its_load_rate(memory, tmp_path, library, seed):
+    """acc loads when we[0] is 1 before an edge: at 3 of the 40 edges (WRITES' fourth write comes
+    after the last), so its clock gate's duty is 3 / 40, whatever the trace's time at 1 of we."""
+    folder, ports, registers = memory
+    assert [(r.enable, r.polarity, r.q) for r in registers] == [(("we", 0), 1, tuple(("acc", k) for k in range(8)))]
+    _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
+    t = activity.count_toggles(tmp_path / "m.vcd", top="memt", registers=registers)
+    assert t.loads[("TOP", "memt")] == {"acc": dict.fromkeys(range(8), 3)}
+    design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
+    lib = design.library.cells
+    acc = _net(design, "memt", "acc[0]")
+    kind, pins = next((kind, dict(pins)) for _, kind, pins, _ in design.cells
+                      if lib[kind].sequential and acc in dict(pins).values())
+    clock = pins[next(pin for pin in pins if pin in lib[kind].pins and lib[kind].pins[pin].clock)]
+    index, gate = design.gate_of(clock)
+    enable = dict(design.cells[index][2])[gate.clock_gate[1]]
+    assert activity.net_duties(design, t)[enable] == pytest.approx(3 / 40)
+    assert enable not in activity.net_duties(design, activity.count_toggles(tmp_path / "m.vcd"))
+
+
 def test_estimated_power_is_what_the_estimates_add(memory, tmp_path, library, seed):
     """The estimated share is the dynamic power that the averaged nets and the gates at the default duty
     add: doubling those rates, or raising that duty from 0.5 to 1, adds exactly it; with the memory
     replayed no gate is at the default, and the report says how much is estimated."""
     from deca.synth import flow, report
 
-    folder, ports = memory
+    folder, ports, registers = memory
     _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
     design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
     for t in (activity.count_toggles(tmp_path / "m.vcd"),
-              activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt")):
+              activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt", registers=registers)):
         rates, estimated = activity.net_rates(design, t)
         duties = activity.net_duties(design, t)
         nets, gates, defaults = activity.estimated_power(design, cells.POWER_GHZ, rates, estimated, duties)["memt"]
