@@ -5,9 +5,11 @@ groups that keep the storage the design needs (memories) apart from the register
 
 Reads the work folder of ``deca synth``: each module's mapped cells (``stat.json``) and, to split
 a module between groups, its registers and memories before mapping (``front.il``: a memory's words
-x bits become flip-flops, a registered read port a register of its width). A module's flip-flops
-that the mapping added or removed against ``front.il`` count in the group of the module's other
-registers. Prints a Markdown table.
+x bits become flip-flops, a registered read port a register of its width). A memory the flow left
+to an SRAM macro (``cells.ys`` marks its shape ``deca_macro``) holds no flip-flops, its read register
+neither: its bits are listed below the table. A module's flip-flops that the mapping added or
+removed against ``front.il`` count in the group of the module's other registers. Prints a Markdown
+table.
 """
 
 import argparse
@@ -17,7 +19,7 @@ from collections import Counter
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-MEMORY, READ = "memory", "read port"
+MEMORY, READ, MACRO = "memory", "read port", "macro"
 QUEUES = "*.sqq", "*.mask_queue", "*.scale_queue"
 #: (group, module globs (path below the top), register names: MEMORY, READ or a regex; None: any),
 #: first match wins.
@@ -54,14 +56,24 @@ def _int(value):
     return int(value.split("'")[1], 2) if "'" in value else int(value)
 
 
-def front_registers(text):
-    """{module: Counter of register (Q wire) name, MEMORY or READ: bits} of an RTLIL file."""
+def macro_shapes(script):
+    """[{parameter: value}] of each memory shape a ``cells.ys`` leaves to SRAM macros (its
+    ``setattr -set deca_macro 1 t:$mem_v2 r:WIDTH=512 %i r:SIZE=8 %i ...`` lines)."""
+    return [{name: int(value) for name, value in re.findall(r"r:(\w+)=(\d+)", line)}
+            for line in script.splitlines() if line.startswith("setattr -set deca_macro ")]
+
+
+def front_registers(text, macros=()):
+    """{module: Counter of register (Q wire) name, MEMORY, READ or MACRO: bits} of an RTLIL file;
+    a memory of one of the shapes ``macros`` (``macro_shapes``) counts as MACRO, its read port too."""
     out = {}
     for module, body in re.findall(r"^module \\(\S+)\n(.*?)^end$", text, re.S | re.M):
         bits = out[module] = Counter()
         for kind, cell in re.findall(r"^  cell \$(\w+) \S+\n(.*?)^  end$", body, re.S | re.M):
             params = dict(re.findall(r"parameter \\(\w+) (\S+)", cell))
-            if kind == "mem_v2":
+            if kind == "mem_v2" and any(all(_int(params[k]) == v for k, v in shape.items()) for shape in macros):
+                bits[MACRO] += _int(params["SIZE"]) * _int(params["WIDTH"])
+            elif kind == "mem_v2":
                 bits[MEMORY] += _int(params["SIZE"]) * _int(params["WIDTH"])
                 bits[READ] += params["RD_CLK_ENABLE"].split("'")[1].count("1") * _int(params["WIDTH"])
             elif re.fullmatch(r"a?s?dff\w*|dffe|aldff\w*", kind):
@@ -71,9 +83,11 @@ def front_registers(text):
 
 
 def breakdown(work):
+    """(Counter of group: flip-flops, Counter of group: bits in SRAM macros) of a work folder."""
     top = json.loads((work / "stat.json").read_text())
-    front = front_registers((work / "front.il").read_text())
-    groups = Counter()
+    script = work / "cells.ys"
+    front = front_registers((work / "front.il").read_text(), macro_shapes(script.read_text()) if script.is_file() else ())
+    groups, macros = Counter(), Counter()
     names = [name.lstrip("\\") for name in top["modules"]]
     root = min(names, key=len)
     for name, stats in top["modules"].items():
@@ -81,22 +95,25 @@ def breakdown(work):
         mapped = sum(n for cell, n in stats.get("num_cells_by_type", {}).items() if "DFF" in cell)
         module = name.removeprefix(root).removeprefix(".") or "(top)"
         regs = front.get(name, Counter())
+        macros[group_of(module, MEMORY)] += regs.pop(MACRO, 0)
         for reg, bits in regs.items():
             groups[group_of(module, reg)] += bits
         groups[group_of(module, "")] += mapped - sum(regs.values())
-    return groups
+    return groups, +macros
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("work", type=Path, help="the work folder of deca synth (build/synth/<top>)")
     args = p.parse_args(argv)
-    groups = breakdown(args.work)
+    groups, macros = breakdown(args.work)
     total = sum(groups.values())
     print("| group | flip-flops | share |\n| --- | --- | --- |")
     for group, n in sorted(groups.items(), key=lambda kv: -kv[1]):
         print(f"| {group} | {n:,} | {n / total:.1%} |")
     print(f"| whole PE | {total:,} | |")
+    if macros:
+        print("\nIn SRAM macros, not flip-flops: " + ", ".join(f"{g} {n:,} bits" for g, n in macros.items()))
 
 
 if __name__ == "__main__":
