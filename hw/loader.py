@@ -311,7 +311,9 @@ class Loader(wiring.Component):
             tags.alloc_line.index.eq(candidate.index),
         ]
         picked = active & pending & Mux(pick == Stream.VALUE, sqq.room, 1)
-        with m.If(~candidate_valid | tags.alloc):
+        loads = ~candidate_valid | tags.alloc  # the candidate register takes the pick
+        m.d.comb += sqq.issue.eq(loads & picked & (pick == Stream.VALUE))
+        with m.If(loads):
             m.d.sync += [candidate_valid.eq(picked), candidate.stream.eq(pick), candidate.index.eq(issued[which]),
                          candidate.line.eq(next_line[which])]
             for s in Stream:  # each stream's counters step on their own: the pick only enables them

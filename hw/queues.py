@@ -135,7 +135,10 @@ class LineQueue(wiring.Component):
 
     ``shared_realigner``: the line's data goes to a ``LineRealigner`` outside the queue, shared with
     other queues: ``write`` carries the index alone, ``digits`` is the stream's rotation for the
-    realigner (in the line's write cycle) and ``rotated`` its output (two cycles later)."""
+    realigner (in the line's write cycle) and ``rotated`` its output (two cycles later).
+
+    ``issue_index``: the next line to request (lines are requested in order), ``issue``: it is
+    requested in this cycle; ``room``: the line ``issue_index`` may be requested."""
 
     def __init__(self, rows, row_bytes, beat_bytes, *, shared_realigner=False):
         assert rows & (rows - 1) == 0 and row_bytes % LINE_BYTES == 0 and row_bytes % beat_bytes == 0
@@ -150,6 +153,7 @@ class LineQueue(wiring.Component):
             "length": In(LEN_BITS),
             "write": In(stream.Signature(write_layout(with_data=not shared_realigner), always_ready=True)),
             "issue_index": In(LINE_INDEX_BITS),
+            "issue": In(1),
             "room": Out(1),
             "beats": Out(stream.Signature(beat_layout(beat_bytes))),
             **realigner_ports,
@@ -235,23 +239,17 @@ class LineQueue(wiring.Component):
         # issued beat was read from its row already). With ``free`` bytes of the stream below the
         # free rows' end, line k's last byte is below it when k < free / 64 (the offset stays within
         # a line) or when the stream ends below it. ``free_lines`` is registered from ``pos`` a cycle
-        # late, and both compares from it (as ``pos`` only grows, a cautious view), off the loader's
-        # request path.
+        # late (as ``pos`` only grows, a cautious view), and ``room`` is a register too, off the
+        # loader's request path: the next issue index is this one or the one after it (``issue``),
+        # so both compares are made from registers and ``issue`` picks.
         free_lines = Signal(LEN_BITS)
-        fits = Signal()
-        free = (pos // R + self.rows) * R
-        m.d.sync += [free_lines.eq(free // LINE_BYTES), fits.eq(length <= free_lines * LINE_BYTES)]
-        with m.If(self.start):
-            m.d.sync += [free_lines.eq(self.rows * R // LINE_BYTES), fits.eq(self.length <= self.rows * R)]
-        # The compare is registered too, for the issue index and the one after it: the index steps
-        # by at most one a cycle, so its low bit tells which applies (after ``start`` both hold: a
-        # queue has at least two lines).
-        room_at, room_after, index_bit = Signal(init=1), Signal(init=1), Signal()
-        m.d.sync += [room_at.eq(self.issue_index < free_lines), room_after.eq(self.issue_index + 1 < free_lines),
-                     index_bit.eq(self.issue_index[0])]
-        with m.If(self.start):
-            m.d.sync += [room_at.eq(1), room_after.eq(1)]
-        m.d.comb += self.room.eq(Mux(self.issue_index[0] == index_bit, room_at, room_after) | fits)
+        room = Signal(init=1)
+        m.d.sync += [free_lines.eq((pos // R + self.rows) * R // LINE_BYTES),
+                     room.eq(Mux(self.issue, self.issue_index + 1 < free_lines, self.issue_index < free_lines)
+                             | (length <= free_lines * LINE_BYTES))]
+        with m.If(self.start):  # (the queue is empty)
+            m.d.sync += [free_lines.eq(self.rows * R // LINE_BYTES), room.eq(1)]
+        m.d.comb += self.room.eq(room)
         return m
 
     def _bank_writes(self, m, valid, line, lo, wrap_lo, offset_nz):

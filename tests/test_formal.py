@@ -39,7 +39,7 @@ def ones_below(bits, j):
 def queue_ports(q):
     return SimpleNamespace(start=q.start, offset=q.offset, length=q.length, write_en=q.write.valid,
                            write_index=q.write.payload.index, write_data=q.write.payload.data, issue_index=q.issue_index,
-                           room=q.room, beats=q.beats)
+                           issue=q.issue, room=q.room, beats=q.beats)
 
 
 def tag_ports(t):
@@ -107,7 +107,7 @@ class LineQueueSpec(BlockSpec):
 
         # Line requests in index order while ``room``, responses in any order, each line once.
         issue = AnySeq(1) & p.room & (issued < lines) & ~p.start
-        m.d.comb += p.issue_index.eq(issued)
+        m.d.comb += [p.issue_index.eq(issued), p.issue.eq(issue)]
         index = Signal(len(p.write_index))
         m.d.comb += [index.eq(AnySeq(len(index))), p.write_index.eq(index), p.write_en.eq(AnySeq(1))]
         m.d.comb += Assume(~p.write_en | ((index < issued) & ~written.bit_select(index, 1) & ~p.start))

@@ -49,7 +49,9 @@ def test_line_queue_realigns_any_offset_and_order(rows, row_bytes, beat_bytes, r
             for _ in range(20 * n_lines + 200):
                 # Request lines while there is room, return them in random order.
                 ctx.set(dut.issue_index, issued)
-                if issued < n_lines and ctx.get(dut.room) and rng.random() < 0.7:
+                issue = issued < n_lines and ctx.get(dut.room) and rng.random() < 0.7
+                ctx.set(dut.issue, issue)
+                if issue:
                     waiting.append(issued)
                     issued += 1
                 ctx.set(dut.write.valid, 0)
