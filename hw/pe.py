@@ -338,7 +338,9 @@ class PE(wiring.Component):
         m.submodules.tepl_resp_reg = in_datapath(ResetInserter(self.squash)(resp))
         wiring.connect(m, tout.resp, resp.i)
         m.d.comb += [
-            tout.resp_ready_next.eq(resp.ready_next),
+            # The port's ready (an input, in the second half of the cycle) selects between the
+            # buffer's next ``i.ready`` for each of its values, computed from registers.
+            tout.resp_ready_next.eq(resp.ready_next.bit_select(self.tepl_resp.ready & ports_open, 1)),
             self.tepl_resp.payload.eq(resp.o.payload),
             self.tepl_resp.valid.eq(resp.o.valid & ports_open),
             resp.o.ready.eq(self.tepl_resp.ready & ports_open),

@@ -109,13 +109,14 @@ class OutputBuffer(wiring.Component):
     ``o.ready`` moves the read pointer and the fill state only, so that an output port's ready (an
     input of the design, or a late selection) enables no wide register; a free entry loads
     ``i.payload`` in every cycle, so that ``i.valid`` enables none either; ``i.ready`` is a
-    register, and ``ready_next`` its value in the next cycle. One beat per cycle, one cycle of latency."""
+    register, and ``ready_next`` its value in the next cycle, from registers, were ``o.ready`` low
+    (bit 0) or high (bit 1). One beat per cycle, one cycle of latency."""
 
     #: Output bits per copy of the read pointer (see ``_SlotSelect``).
     CHUNK = 64
 
     def __init__(self, layout):
-        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout)), "ready_next": Out(1)})
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout)), "ready_next": Out(2)})
 
     def elaborate(self, platform):
         m = Module()
@@ -130,9 +131,13 @@ class OutputBuffer(wiring.Component):
         for k, slot in enumerate(slots):
             with m.If(~full[k]):
                 m.d.sync += slot.eq(self.i.payload)
-        after = full & ~Mux(pop, Mux(rp, 0b10, 0b01), 0) | Mux(push, Mux(wp, 0b10, 0b01), 0)
-        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), full.eq(after), room.eq(~after.all()), nonempty.eq(after.any())]
-        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(nonempty), self.ready_next.eq(~after.all())]
+        def after(pop):
+            return full & ~Mux(pop, Mux(rp, 0b10, 0b01), 0) | Mux(push, Mux(wp, 0b10, 0b01), 0)
+
+        now = after(pop)
+        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), full.eq(now), room.eq(~now.all()), nonempty.eq(now.any())]
+        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(nonempty),
+                     self.ready_next.eq(Cat(~after(0).all(), ~after(self.o.valid).all()))]
         out = Value.cast(self.o.payload)
         for c, at in enumerate(range(0, len(out), self.CHUNK)):
             part = slice(at, min(at + self.CHUNK, len(out)))
