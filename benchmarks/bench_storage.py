@@ -94,6 +94,7 @@ def storage_bits(storage, W, L):
 
 def main(argv=None):
     from deca.hw.params import STORAGE, tout_buffer_count
+    from deca.hw.pe import sqq_byte_count
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--W", type=int, default=32)
@@ -101,7 +102,8 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=Path("out/storage"), help="the runs' folders (default out/storage)")
     p.add_argument("--json", type=Path, help="also write the record here")
     args = p.parse_args(argv)
-    defaults = {**STORAGE, "tout_buffers": tout_buffer_count(STORAGE["tout_buffers"], LOADERS)}
+    defaults = {**STORAGE, "tout_buffers": tout_buffer_count(STORAGE["tout_buffers"], LOADERS),
+                "sqq_bytes": sqq_byte_count(STORAGE["sqq_bytes"], args.W, args.L, STORAGE["contexts"])}
     rows = []
     for change in [{}, *CANDIDATES, {k: v for k, v in defaults.items() if v != REFERENCE[k]}]:
         storage = {**REFERENCE, **change}

@@ -31,7 +31,8 @@ def add_storage_arguments(parser):
                    help=f"tile contexts per loader, each with its share of the tags and SQQ (default {CONTEXTS})")
     g.add_argument("--tags", type=int, default=TAGS,
                    help=f"tag-table entries per loader: line reads outstanding (default {TAGS})")
-    g.add_argument("--sqq-bytes", type=int, default=SQQ_BYTES, help=f"SQQ bytes per loader (default {SQQ_BYTES})")
+    g.add_argument("--sqq-bytes", type=int, default=SQQ_BYTES,
+                   help="SQQ bytes per loader (default: four rows per tile context, 512 for two up to W = 32)")
     g.add_argument("--tout-buffers", type=int, help="TOut's 1 KB tile buffers (default one per loader)")
 
 

@@ -25,8 +25,10 @@ CONTEXTS = 2
 CONTEXT_CHOICES = (1, 2, 3, 4)
 #: Tag-table entries per loader: line reads it may have outstanding (8 per context; 4 lose 2.4%).
 TAGS = 16
-#: SQQ bytes per loader: 256 per context, four lines, the least a context's two banks can have.
-SQQ_BYTES = 512
+#: SQQ bytes per loader; None: four rows per tile context, the least a context's two banks can have (a row
+#: is a line, or a value beat where that is wider): 512 for two contexts up to W = 32, 1 KB at W = 64, L >= 16
+#: (``deca.hw.pe.sqq_byte_count``).
+SQQ_BYTES = None
 #: TOut tile buffers (1 KB each); None: one per loader (one for two loaders: 18.0 cycles per tile at 5%).
 TOUT_BUFFERS = None
 TOUT_BUFFER_CHOICES = (1, 2, 3, 4)

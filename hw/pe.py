@@ -68,12 +68,23 @@ def request_queue_entries(loaders):
     return loaders
 
 
+def sqq_row_bytes(W, L):
+    """An SQQ row: a line, or a value beat where that is wider."""
+    return max(LINE_BYTES, value_beat_bits(W, L) // 8)
+
+
+def sqq_byte_count(sqq_bytes, W, L, contexts=CONTEXTS):
+    """SQQ bytes per loader: ``sqq_bytes``, or when it is None the least, four rows per tile context."""
+    return contexts * 4 * sqq_row_bytes(W, L) if sqq_bytes is None else sqq_bytes
+
+
 def check_pe_params(W, L, tags=TAGS, sqq_bytes=SQQ_BYTES, addr_bits=48, id_bits=8, loaders=LOADERS, contexts=CONTEXTS,
                     tout_buffers=TOUT_BUFFERS):
     check_params(W, L)
     check_loaders(loaders)
     check_contexts(contexts)
     tout_buffer_count(tout_buffers, loaders)
+    sqq_bytes = sqq_byte_count(sqq_bytes, W, L, contexts)
     # Each context's share is a power of two: its tag table at least two entries, its SQQ at least
     # four rows (a row: a line, or a value beat when that is wider), two per bank: a one-row bank
     # would have a zero-width address, which Verilog cannot declare.
@@ -81,7 +92,7 @@ def check_pe_params(W, L, tags=TAGS, sqq_bytes=SQQ_BYTES, addr_bits=48, id_bits=
     if not isinstance(tags, int) or tags % contexts or not _power_of_two(tags // contexts, 2) or tags > 256:
         raise ParameterError(f"tags must be {contexts} x a power of two >= 2, at most 256 (tag-table entries per "
                              f"loader, {split}), got {tags!r}")
-    row = max(LINE_BYTES, value_beat_bits(W, L) // 8)
+    row = sqq_row_bytes(W, L)
     if not isinstance(sqq_bytes, int) or sqq_bytes % contexts or not _power_of_two(sqq_bytes // contexts, 4 * row):
         raise ParameterError(f"sqq_bytes must be {contexts} x a power of two >= {4 * row} for W = {W}, L = {L} "
                              f"(SQQ bytes per loader, {split}), got {sqq_bytes!r}")
@@ -162,10 +173,11 @@ class PE(wiring.Component):
     def __init__(self, W, L, *, tags=TAGS, sqq_bytes=SQQ_BYTES, addr_bits=48, id_bits=8, loaders=LOADERS,
                  contexts=CONTEXTS, tout_buffers=TOUT_BUFFERS):
         self.W, self.L, self.loaders, self.contexts = W, L, loaders, contexts
-        self.tags, self.sqq_bytes, self.addr_bits, self.id_bits = tags, sqq_bytes, addr_bits, id_bits
+        self.tags, self.addr_bits, self.id_bits = tags, addr_bits, id_bits
+        self.sqq_bytes = sqq_byte_count(sqq_bytes, W, L, contexts)
         self.tout_buffers = tout_buffer_count(tout_buffers, loaders)
-        self.registers = registers(W=W, L=L, tag_bits=(tags - 1).bit_length(), sqq_log2=sqq_bytes.bit_length() - 1,
-                                   id_bits=id_bits, loaders=loaders)
+        self.registers = registers(W=W, L=L, tag_bits=(tags - 1).bit_length(),
+                                   sqq_log2=self.sqq_bytes.bit_length() - 1, id_bits=id_bits, loaders=loaders)
         super().__init__(pe_signature(tags=tags, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders,
                                       contexts=contexts))
 

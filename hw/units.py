@@ -13,7 +13,7 @@ from .expander import Expander
 from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
 from .lut_array import LUTArray
 from .params import CONTEXTS, LOADERS, SQQ_BYTES, TAGS, TOUT_BUFFERS, tout_buffer_count
-from .pe import PE, check_pe_params, request_queue_entries, tile_context
+from .pe import PE, check_pe_params, request_queue_entries, sqq_byte_count, sqq_row_bytes, tile_context
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .prefix_sum import WindowUnit
@@ -30,9 +30,8 @@ class Unit:
 
 
 def _sqq(W, L, sqq_bytes, contexts, **_):
-    beat_bytes = value_beat_bits(W, L) // 8
-    row_bytes = max(LINE_BYTES, beat_bytes)
-    return LineQueue(sqq_bytes // contexts // row_bytes, row_bytes, beat_bytes)
+    row_bytes = sqq_row_bytes(W, L)
+    return LineQueue(sqq_bytes // contexts // row_bytes, row_bytes, value_beat_bits(W, L) // 8)
 
 
 UNITS = {
@@ -80,4 +79,5 @@ def build_unit(name, W, L, *, tags=TAGS, sqq_bytes=SQQ_BYTES, addr_bits=48, id_b
     params = dict(tags=tags, sqq_bytes=sqq_bytes, addr_bits=addr_bits, id_bits=id_bits, loaders=loaders,
                   contexts=contexts, tout_buffers=tout_buffers)
     check_pe_params(W, L, **params)
+    params["sqq_bytes"] = sqq_byte_count(sqq_bytes, W, L, contexts)
     return UNITS[name].build(W, L, **params)

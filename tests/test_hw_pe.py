@@ -255,6 +255,23 @@ def test_impossible_pe_parameters_are_refused(params, message):
         PE(**{"W": 8, "L": 4, **params})
 
 
+# SQQ bytes per loader by default: four rows per tile context, a row the larger of a 64-byte line
+# and a value beat (W = 64, L >= 16: 64 lanes of 16 bits, 128 bytes).
+@pytest.mark.parametrize("W,L,contexts,sqq_bytes", [(8, 4, 2, 512), (32, 8, 2, 512), (64, 8, 2, 512),
+                                                    (64, 16, 2, 1024), (64, 64, 2, 1024), (64, 64, 1, 512),
+                                                    (64, 64, 4, 2048)])
+def test_default_sqq_holds_four_rows_per_context(W, L, contexts, sqq_bytes):
+    assert pe.sqq_byte_count(None, W, L, contexts) == sqq_bytes
+    assert pe.sqq_byte_count(4096, W, L, contexts) == 4096
+
+
+def test_every_design_of_the_sweep_grid_takes_the_default_storage():
+    for W in (8, 16, 32, 64):
+        for L in (1, 2, 4, 8, 16, 32, 64):
+            if L <= W:
+                pe.check_pe_params(W, L, **STORAGE)
+
+
 @pytest.mark.parametrize("W,L,loaders", [(8, 4, 2), pytest.param(64, 64, 3, marks=pytest.mark.slow)],
                          ids=["W8L4", "W64L64-ld3"])
 def test_completion_rows_leave_the_cycle_after_their_chunks(W, L, loaders, seed):

@@ -15,6 +15,7 @@ from deca.golden import compress
 from deca.golden.format import TILE_ELEMS
 from deca.hw.layouts import ErrorReason
 from deca.hw.params import CONTEXTS, SQQ_BYTES, TAGS, TOUT_BUFFERS
+from deca.hw.pe import sqq_byte_count
 from deca.hw.registers import PREFETCH_DEGREE, field_of
 from deca.sim.model.bubbles import tile_cycles
 
@@ -108,8 +109,9 @@ async def reset_state(bench):
     assert not not_ready, f"TEPL ports not ready while idle: {not_ready}"
     p = bench.p
     word = await read_reg(bench.bus, "PARAMS")
+    sqq_bytes = sqq_byte_count(p["sqq_bytes"], p["W"], p["L"], p["contexts"])
     fields = {"W": p["W"], "L": p["L"], "ID_BITS": p["id_bits"], "TAG_BITS": (p["tags"] - 1).bit_length(),
-              "SQQ_LOG2": p["sqq_bytes"].bit_length() - 1, "LOADERS": p["loaders"]}
+              "SQQ_LOG2": sqq_bytes.bit_length() - 1, "LOADERS": p["loaders"]}
     got = {name: field_of("PARAMS", name, word) for name in fields}
     assert got == fields, f"PARAMS {word:#010x} reads {got}, expected {fields}"
 
