@@ -82,6 +82,11 @@ def value_beat_bits(W, L):
     return physical_lanes(W, L) * 16
 
 
+def sqq_row_bytes(W, L):
+    """An SQQ row: a line, or a value beat where that is wider."""
+    return max(LINE_BYTES, value_beat_bits(W, L) // 8)
+
+
 def tile_layout():
     """One beat per tile into the window unit: the tile's bitmask (ignored in dense mode)."""
     return data.StructLayout({"mask": TILE_ELEMS})

@@ -29,7 +29,7 @@ from deca.golden.format import MASK_BYTES, Q_BITS
 
 from .arith import fast_add, fast_sum
 from .layouts import (LINE_BYTES, ErrorReason, ModeSignature, ScaleFormat, ScaleGroup, Stream, scale_beat_layout,
-                      stream_fields, tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
+                      sqq_row_bytes, stream_fields, tepl_request_layout, value_beat_bits, value_beat_layout, vop_layout)
 from .prefix_sum import WindowUnit, popcount
 from .queues import DIGIT_BITS, LINE_INDEX_BITS, LineQueue
 from .stages import OutputBuffer, RegisterSlice, copies
@@ -145,7 +145,7 @@ class Loader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         beat_bytes = value_beat_bits(self.W, self.L) // 8
-        row_bytes = max(LINE_BYTES, beat_bytes)
+        row_bytes = sqq_row_bytes(self.W, self.L)
         m.submodules.tags = tags = TagTable(self.tags)
         m.submodules.sqq = sqq = LineQueue(self.sqq_bytes // row_bytes, row_bytes, beat_bytes, shared_realigner=True)
         m.submodules.mask_queue = mask_q = LineQueue(1, LINE_BYTES, MASK_BYTES, shared_realigner=True)

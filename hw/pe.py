@@ -37,7 +37,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .control import COUNTER_INDEX, Control, RegisterBusSignature
-from .layouts import (LINE_BYTES, MODE_MEMBERS, ScaleFormat, mem_request_layout, mem_response_layout,
+from .layouts import (MODE_MEMBERS, sqq_row_bytes, ScaleFormat, mem_request_layout, mem_response_layout,
                       prefetch_layout, scale_beat_layout, tepl_request_layout, tepl_response_layout, value_beat_bits,
                       value_beat_layout, vop_layout)
 from .loader import Loader, framed
@@ -66,11 +66,6 @@ def request_queue_entries(loaders):
     prefetcher sees a request when it is accepted, so that the queue lengthens its lookahead by as
     many tiles."""
     return loaders
-
-
-def sqq_row_bytes(W, L):
-    """An SQQ row: a line, or a value beat where that is wider."""
-    return max(LINE_BYTES, value_beat_bits(W, L) // 8)
 
 
 def sqq_byte_count(sqq_bytes, W, L, contexts=CONTEXTS):

@@ -10,10 +10,10 @@ from deca.golden.format import MASK_BYTES
 from .datapath import Datapath
 from .dequantizer import DequantStage
 from .expander import Expander
-from .layouts import LINE_BYTES, physical_lanes, value_beat_bits
+from .layouts import LINE_BYTES, physical_lanes, sqq_row_bytes, value_beat_bits
 from .lut_array import LUTArray
 from .params import CONTEXTS, LOADERS, SQQ_BYTES, TAGS, TOUT_BUFFERS, tout_buffer_count
-from .pe import PE, check_pe_params, request_queue_entries, sqq_byte_count, sqq_row_bytes, tile_context
+from .pe import PE, check_pe_params, request_queue_entries, sqq_byte_count, tile_context
 from .pipeline import Pipeline
 from .prefetcher import Prefetcher
 from .prefix_sum import WindowUnit
