@@ -37,7 +37,7 @@ from .arith import fast_add, fast_sum
 from .layouts import ConfigSignature, physical_lanes, sd_layout, value_beat_layout, vop_layout
 from .lut_array import LOOKUP_LATENCY, LUTArray
 from .params import LANES_PER_LUT, dequant_lanes
-from .stages import HOLD_SLICE, RegisterSlice, enable, replicas
+from .stages import HOLD_SLICE, RegisterSlice, copies, enable, replicas
 from .unpacker import READ_LATENCY, CodeUnpacker
 
 #: Cycles the pipelining adds to a vOp's way through the stage: alone in it, with its codes buffered,
@@ -79,9 +79,10 @@ class DequantStage(wiring.Component):
                      vops.i.payload.last.eq(self.vops.payload.last), self.vops.ready.eq(vops.i.ready)]
 
         # Q registered: the mode is steady while tiles flow, and its decoding is off the input path.
-        q, is_q = Signal(5), Signal(len(Q_BITS))
-        m.d.sync += [q.eq(self.cfg.q), is_q.eq(Cat(self.cfg.q == qq for qq in Q_BITS))]
-        m.d.comb += [unpacker.is_q.eq(is_q), luts.codes.eq(unpacker.codes)]
+        q = Signal(5)
+        m.d.sync += q.eq(self.cfg.q)
+        is_q = copies(m, "is_q", Cat(self.cfg.q == qq for qq in Q_BITS), 1, unpacker.is_q_copies, init=0)
+        m.d.comb += [unpacker.is_q.eq(Cat(is_q)), luts.codes.eq(unpacker.codes)]
 
         # Lq of the configured Q, capped at W (a power of two); one condition per distinct lane count.
         q8, q7 = q == 8, q == 7

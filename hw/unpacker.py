@@ -37,6 +37,9 @@ WORD = 64
 DIGIT_SHARE = 256
 #: Cycles from a read at ``ptr`` (with ``en``) to its ``codes``.
 READ_LATENCY = 2
+#: Lanes whose code selection one copy of ``is_q`` drives: all lanes of W = 32 on one register put
+#: a buffer tree (about 90 ps) in front of the LUT array's address registers.
+LANES_PER_IS_Q = 8
 
 
 class CodeUnpacker(wiring.Component):
@@ -50,9 +53,12 @@ class CodeUnpacker(wiring.Component):
         self.lanes = physical_lanes(W, L)
         self.beat_bits = value_beat_bits(W, L)
         self.size = BUFFER_BEATS * self.beat_bits
+        self.is_q_copies = -(-self.lanes // LANES_PER_IS_Q)
         ptr_bits = self.size.bit_length()  # one more than the address: the wrap bit
         super().__init__({
-            "is_q": In(len(Q_BITS)),  # Q, one-hot over Q_BITS
+            # Q, one-hot over Q_BITS, in equal copies: copy c selects the codes of lanes
+            # c * LANES_PER_IS_Q onwards.
+            "is_q": In(data.ArrayLayout(len(Q_BITS), self.is_q_copies)),
             "values": In(stream.Signature(value_beat_layout(W, L))),
             "ptr": In(ptr_bits),
             "en_next": In(1),
@@ -70,7 +76,8 @@ class CodeUnpacker(wiring.Component):
         # Q one-hot: each value of it selects a field of the window in every lane, a wide fanout
         # that a decode in front would lengthen.
         for i in range(self.lanes):
-            m.d.comb += self.codes[i].eq(reduce(operator.or_, (Mux(self.is_q[k], window[i * q:(i + 1) * q], 0)
+            is_q = self.is_q[i // LANES_PER_IS_Q]
+            m.d.comb += self.codes[i].eq(reduce(operator.or_, (Mux(is_q[k], window[i * q:(i + 1) * q], 0)
                                                                for k, q in enumerate(Q_BITS))))
         return m
 

@@ -695,7 +695,7 @@ def test_code_unpacker_against_read_codes(W, L, q, rng):
         while r < len(reads) or any(pipe):
             if pipe[0] is not None:
                 t, pos, cq, n = pipe[0]
-                ctx.set(dut.is_q, 1 << Q_BITS.index(cq))
+                ctx.set(dut.is_q, [1 << Q_BITS.index(cq)] * dut.is_q_copies)
                 got = unpack16(ctx.get(dut.codes.as_value()), lanes)[:n]
                 expected = read_codes(stream, pos + cq * np.arange(n), cq)
                 assert np.array_equal(got, expected), (
