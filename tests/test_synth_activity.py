@@ -279,8 +279,9 @@ def test_gated_rows_take_their_write_rate(memory, tmp_path, library, seed):
             names = {design.net_name(dict(ps)[lib[k].outputs[0]]) for _, k, ps, _ in design.cells
                      if lib[k].sequential and not lib[k].clock_gate
                      and dict(ps)[next(p for p in lib[k].pins if lib[k].pins[p].clock)] == pins[gated]}
-            if all(name.startswith("m[") for name in names):   # not acc's gate
-                banks = {tuple(int(x) // k for x, k in zip(name[2:-1].split("]["), (1, 8))) for name in names}
+            rows = [activity._ROW_BIT.match(name) for name in names]
+            if all(row and row.group(1) == "m" for row in rows):   # not acc's gate
+                banks = {(int(row.group(2)), int(row.group(3)) // 8) for row in rows}
                 assert len(banks) == 1
                 gates[banks.pop()] = pins[enable]
     assert sorted(gates) == [(row, byte) for row in range(8) for byte in (0, 1)]
@@ -289,9 +290,9 @@ def test_gated_rows_take_their_write_rate(memory, tmp_path, library, seed):
     assert {bank: duties[net] for bank, net in gates.items()} == {b: pytest.approx(expected.get(b, 0.0))
                                                                   for b in gates}
     rates, estimated = activity.net_rates(design, t)
-    bit = _net(design, "memt", "m[5][4]")
+    bit = _net(design, "memt", "m.row[5].q[4]")
     assert rates[bit] == pytest.approx(2 / 40) and bit not in estimated
-    assert rates[_net(design, "memt", "m[0][0]")] == 0.0
+    assert rates[_net(design, "memt", "m.row[0].q[0]")] == 0.0
     plain = activity.count_toggles(tmp_path / "m.vcd")
     assert not set(gates.values()) & set(activity.net_duties(design, plain))
     assert bit in activity.net_rates(design, plain)[1]

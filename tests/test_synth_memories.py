@@ -121,3 +121,35 @@ def test_tout_buffers_are_single_port_memories(W, buffers, tmp_path):
     assert {(m.words, m.width, m.sync_reads, m.writes, m.ports) for m in found} == {(words // BANKS, width, (True,), 1, "1RW")}
     macro, why = memories.macro_candidate(found[0], sram.fit())
     assert why is None and macro.kind == "1rw"
+
+
+def test_one_hot_memory_equals_the_multiplexer_tree(tmp_path):
+    """``synth/memory_cells.v`` against Yosys's own ``memory_map`` on a 6 x 3 memory with per-bit
+    write enables, a synchronous read port with an enable and an asynchronous one: the two are
+    equal on every input sequence of 12 cycles from the same state (a SAT proof); the techmap
+    took the memory (no ``$mem_v2`` left) and its rows carry the names the activity count reads."""
+    from deca.synth.activity import _ROW_BIT
+    from deca.synth.tools import run_yosys
+
+    (tmp_path / "mem.v").write_text("""
+module mem(input clk, input [2:0] wa, input [2:0] wd, input [2:0] we, input [2:0] ra, input [2:0] rb,
+           input re, output reg [2:0] qa, output [2:0] qb);
+  reg [2:0] m [0:5];
+  integer i;
+  always @(posedge clk) for (i = 0; i < 3; i = i + 1) if (we[i]) m[wa][i] <= wd[i];
+  always @(posedge clk) if (re) qa <= m[ra];
+  assign qb = m[rb];
+endmodule
+""")
+    cells._stage_memory_cells(tmp_path)
+    (tmp_path / "eq.ys").write_text("\n".join([
+        "read_verilog mem.v", "hierarchy -top mem", "proc", "opt_clean", "memory -nomap",
+        "select -assert-count 1 t:$mem_v2", "copy mem gold", "copy mem gate", "delete mem",
+        "memory_map gold", f"techmap -map {cells.MEMORY_CELLS.name} gate", "select -assert-none gate/t:$mem_v2",
+        "opt_clean", "tee -o names.txt select -list gate/w:*.q", "techmap", "opt_clean",
+        "miter -equiv -flatten -make_assert gold gate miter",
+        "sat -verify -prove-asserts -set-init-zero -seq 12 miter"]) + "\n")
+    run_yosys("eq.ys", tmp_path, "Yosys equivalence of the one-hot memory")
+    wires = [line.split("/", 1)[1] for line in (tmp_path / "names.txt").read_text().split() if line.startswith("gate/")]
+    rows = {_ROW_BIT.match(f"{wire}[2]").groups() for wire in wires}
+    assert rows == {("m", str(r), "2") for r in range(6)}
