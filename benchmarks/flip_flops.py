@@ -19,6 +19,8 @@ from collections import Counter
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from deca.synth.memories import rtlil_cells
+
 MEMORY, READ, MACRO = "memory", "read port", "macro"
 QUEUES = "*.sqq", "*.mask_queue", "*.scale_queue"
 #: (group, module globs (path below the top), register names: MEMORY, READ or a regex; None: any),
@@ -63,22 +65,23 @@ def macro_shapes(script):
             for line in script.splitlines() if line.startswith("setattr -set deca_macro ")]
 
 
-def front_registers(text, macros=()):
+#: Yosys's flip-flop cells before mapping (``front.il``).
+FF_TYPES = ("$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce", "$aldff", "$aldffe", "$dffsr", "$dffsre")
+
+
+def front_registers(rtlil, macros=()):
     """{module: Counter of register (Q wire) name, MEMORY, READ or MACRO: bits} of an RTLIL file;
     a memory of one of the shapes ``macros`` (``macro_shapes``) counts as MACRO, its read port too."""
     out = {}
-    for module, body in re.findall(r"^module \\(\S+)\n(.*?)^end$", text, re.S | re.M):
-        bits = out[module] = Counter()
-        for kind, cell in re.findall(r"^  cell \$(\w+) \S+\n(.*?)^  end$", body, re.S | re.M):
-            params = dict(re.findall(r"parameter \\(\w+) (\S+)", cell))
-            if kind == "mem_v2" and any(all(_int(params[k]) == v for k, v in shape.items()) for shape in macros):
-                bits[MACRO] += _int(params["SIZE"]) * _int(params["WIDTH"])
-            elif kind == "mem_v2":
-                bits[MEMORY] += _int(params["SIZE"]) * _int(params["WIDTH"])
-                bits[READ] += params["RD_CLK_ENABLE"].split("'")[1].count("1") * _int(params["WIDTH"])
-            elif re.fullmatch(r"a?s?dff\w*|dffe|aldff\w*", kind):
-                q = re.search(r"connect \\Q \\?([^ \n\[]+)", cell).group(1)
-                bits[q] += _int(params["WIDTH"])
+    for module, kind, _, params, conns, _ in rtlil_cells(rtlil, ("$mem_v2", *FF_TYPES)):
+        bits = out.setdefault(module, Counter())
+        if kind == "$mem_v2" and any(all(_int(params[k]) == v for k, v in shape.items()) for shape in macros):
+            bits[MACRO] += _int(params["SIZE"]) * _int(params["WIDTH"])
+        elif kind == "$mem_v2":
+            bits[MEMORY] += _int(params["SIZE"]) * _int(params["WIDTH"])
+            bits[READ] += params["RD_CLK_ENABLE"].split("'")[1].count("1") * _int(params["WIDTH"])
+        else:
+            bits[conns["Q"].split()[0].removeprefix("\\").split("[")[0]] += _int(params["WIDTH"])
     return out
 
 
@@ -86,7 +89,7 @@ def breakdown(work):
     """(Counter of group: flip-flops, Counter of group: bits in SRAM macros) of a work folder."""
     top = json.loads((work / "stat.json").read_text())
     script = work / "cells.ys"
-    front = front_registers((work / "front.il").read_text(), macro_shapes(script.read_text()) if script.is_file() else ())
+    front = front_registers(work / "front.il", macro_shapes(script.read_text()) if script.is_file() else ())
     groups, macros = Counter(), Counter()
     names = [name.lstrip("\\") for name in top["modules"]]
     root = min(names, key=len)
