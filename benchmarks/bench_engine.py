@@ -80,17 +80,17 @@ def main(argv=None):
         args.W, args.L, args.tiles, args.fast_tiles, args.workloads, args.repeat = 8, 4, 4, 8, "bf8@0.5", 1
     W, L = args.W, args.L
     points = [Point(W, L, w, m) for w in args.workloads.split(",") for m in ("tepl", "store")]
-    verilog = campaign._generate(W, L, 2)
+    verilog = {engine: campaign._generate(W, L, 2, engine=engine) for engine in ("python", "fast")}
     top = top_name("pe", W, L)
     print(f"W={W} L={L}, {len(points)} points; building (not timed)", flush=True)
-    build(verilog, top, PePorts())
+    build(verilog["fast"], top, PePorts())
     rates = {}
     with tempfile.TemporaryDirectory() as tmp:
-        measure("python", verilog, W, L, points[:1], 1, Path(tmp) / "warm-up")  # the cocotb build
+        measure("python", verilog["python"], W, L, points[:1], 1, Path(tmp) / "warm-up")  # the cocotb build
         for engine in ("python", "fast"):
             rates[engine] = []
             for i in range(args.repeat):
-                records, cpu, wall = measure(engine, verilog, W, L, points, args.tiles, Path(tmp) / f"{engine}-{i}")
+                records, cpu, wall = measure(engine, verilog[engine], W, L, points, args.tiles, Path(tmp) / f"{engine}-{i}")
                 cycles = sum(r["cycles"] for r in records)
                 rates[engine].append(cycles / cpu)
                 print(f"{engine:>6} engine, {args.tiles} tiles per point: {cycles} cycles, {cpu:.2f} s CPU, "
@@ -105,14 +105,14 @@ def main(argv=None):
         for cxx in compilers:
             os.environ["DECA_ENGINE_CXX"] = cxx
             print(f"building with {cxx}: {compiler()[1]} (not timed)", flush=True)
-            build(verilog, top, PePorts())
+            build(verilog["fast"], top, PePorts())
         big = {cxx: [] for cxx in compilers}
         loop = {cxx: [0.0, 0] for cxx in compilers}
         for i in range(args.repeat):
             for cxx in compilers:
                 os.environ["DECA_ENGINE_CXX"] = cxx
                 LOOP.update(cpu=0.0, cycles=0)
-                records, cpu, wall = measure("fast", verilog, W, L, points, args.fast_tiles, Path(tmp) / f"big-{i}")
+                records, cpu, wall = measure("fast", verilog["fast"], W, L, points, args.fast_tiles, Path(tmp) / f"big-{i}")
                 cycles = sum(r["cycles"] for r in records)
                 big[cxx].append(cycles / cpu)
                 loop[cxx][0] += LOOP["cpu"]

@@ -71,7 +71,7 @@ def loop_speed(W, L, tiles):
 
     LOOP.update(cpu=0.0, cycles=0)
     with tempfile.TemporaryDirectory() as out:
-        measure("fast", campaign._generate(W, L, 2), W, L, [Point(W, L, "bf8@0.2", "tepl")], tiles, Path(out))
+        measure("fast", campaign._generate(W, L, 2, engine="fast"), W, L, [Point(W, L, "bf8@0.2", "tepl")], tiles, Path(out))
     return LOOP["cycles"] / LOOP["cpu"]
 
 

@@ -200,6 +200,10 @@ def build_parser():
     g.add_argument("-o", "--out", type=Path, default=Path("build"), help="output folder (default build/)")
     g.add_argument("--check", action="store_true",
                    help="also lint with verilator -Wall (documented waivers) and compile with Icarus")
+    g.add_argument("--arith", choices=("gates", "operators"), default="gates",
+                   help="the adders and compares as the parallel-prefix gates synthesis maps (default), or as "
+                        "Verilog's + and >=, which Verilator simulates about twice as fast (the fast engine's "
+                        "model), each instance proven equal to its gates with Yosys")
     add_storage_arguments(g)
     g.set_defaults(func=cmd_generate)
     return p
@@ -210,9 +214,15 @@ def cmd_generate(args):
     from deca.toolchain import icarus_compile, verilator_lint
 
     path = generate(args.W, args.L, args.out, design=args.design, **storage(args), addr_bits=args.addr_bits,
-                    id_bits=args.id_bits, loaders=args.loaders)
+                    id_bits=args.id_bits, loaders=args.loaders, arith=args.arith)
     tables = sorted(p.name for p in path.parent.glob(f"{path.stem}.*.md"))
     print(f"wrote {path} (top module {path.stem}) and {', '.join(tables)}")
+    if args.arith == "operators":
+        from deca.hw.arith import instances_file, read_instances
+        from deca.synth.equiv import prove
+
+        n = prove(read_instances(instances_file(path)), path.with_name(f"{path.stem}-arith-equiv"))
+        print(f"{n} adder and compare instances proven equal to their gates (Yosys SAT)")
     if args.check:
         verilator_lint(path, path.stem)
         print("verilator --lint-only -Wall: clean")

@@ -33,7 +33,7 @@ from amaranth.lib.wiring import In, Out
 
 from deca.golden.format import Q_BITS
 
-from .arith import fast_add, fast_sum
+from .arith import fast_add, fast_sum, times
 from .layouts import ConfigSignature, physical_lanes, sd_layout, value_beat_layout, vop_layout
 from .lut_array import LOOKUP_LATENCY, LUTArray
 from .params import LANES_PER_LUT, dequant_lanes
@@ -106,7 +106,7 @@ class DequantStage(wiring.Component):
                     m.d.comb += [
                         left.eq(Mux((low != 0) | (high == 0), high, high - 1)),
                         single.eq(Mux(low != 0, high == 0, (high == 0) | (high == 1))),
-                        last_bits.eq(Mux(low != 0, low * qq, Mux(high != 0, lq * qq, 0))),
+                        last_bits.eq(Mux(low != 0, times(low, qq), Mux(high != 0, lq * qq, 0))),
                     ]
 
         plan_layout = data.StructLayout({

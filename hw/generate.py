@@ -14,6 +14,7 @@ from amaranth.lib import data, enum, wiring
 
 from deca.golden import format as golden_format
 
+from .arith import arith_style, instances_file, recording, write_instances
 from .params import LOADERS
 from .pe import PE
 from .registers import register_table
@@ -57,21 +58,26 @@ def port_table(component, top):
     return "\n".join(lines) + "\n"
 
 
-def generate(W, L, out_dir, design="pe", registered_ports=False, **params):
+def generate(W, L, out_dir, design="pe", registered_ports=False, arith="gates", **params):
     """Write ``<top>.v`` and ``<top>.ports.md`` (and for the PE ``<top>.registers.md``) into
     ``out_dir``; return the Verilog path. ``design``: the PE or one of its units (``deca.hw.units``);
     ``params``: the PE's tags, sqq_bytes, addr_bits, id_bits, which a unit takes as inside the PE;
-    ``registered_ports``: a register on every port (``RegisteredPorts``, to synthesize a unit alone)."""
-    component = build_unit(design, W, L, **params)
-    if registered_ports:
-        component = RegisteredPorts(component)
+    ``registered_ports``: a register on every port (``RegisteredPorts``, to synthesize a unit alone);
+    ``arith``: the style of the arithmetic helpers (``deca.hw.arith``); "operators" also lists
+    their instances in ``<top>.arith.json``, for the proof that the styles agree."""
     top = top_name(design, W, L, params.get("loaders", LOADERS))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{top}.v"
-    # Amaranth 0.5's own port list would include the constants; the directions follow from the design.
-    top_ports = {name: (value, None) for name, _, value in signal_ports(component.signature, component)}
-    path.write_text(verilog.convert(component, name=top, ports=top_ports, emit_src=False))
+    with arith_style(arith), recording() as instances:
+        component = build_unit(design, W, L, **params)
+        if registered_ports:
+            component = RegisteredPorts(component)
+        # Amaranth 0.5's own port list would include the constants; the directions follow from the design.
+        top_ports = {name: (value, None) for name, _, value in signal_ports(component.signature, component)}
+        path.write_text(verilog.convert(component, name=top, ports=top_ports, emit_src=False))
+    if arith == "operators":
+        write_instances(instances, instances_file(path))
     (out_dir / f"{top}.ports.md").write_text(port_table(component, top))
     if isinstance(component, PE):
         (out_dir / f"{top}.registers.md").write_text(f"# Registers of {top}\n\n" + register_table(component.registers))

@@ -41,7 +41,7 @@ TILES = 6
 
 @pytest.fixture(scope="module")
 def lib():
-    return build(campaign_module._generate(8, 4, 2), top_name("pe", 8, 4), PePorts())
+    return build(campaign_module._generate(8, 4, 2, engine="fast"), top_name("pe", 8, 4), PePorts())
 
 
 #: By default one sparse, scaled workload; every workload of ``deca run`` under -m slow.
@@ -51,9 +51,9 @@ SOME_WORKLOADS = ("mxfp4@0.5",)
 @pytest.mark.parametrize("workloads", [SOME_WORKLOADS, pytest.param(RUN_WORKLOADS, marks=pytest.mark.slow)],
                          ids=["some", "all"])
 def test_engines_measure_the_same_records(tmp_path, seed, workloads):
-    """``deca run``'s workloads in both modes, then TEPL with squashes: field by field equal."""
+    """``deca run``'s workloads in both modes, then TEPL with squashes: field by field equal, each
+    engine on its own Verilog (the fast engine's arithmetic as operators, the other's as gates)."""
     print(f"seed {seed}")
-    verilog = campaign_module._generate(32, 8, 2)
     # 0.02 per cycle: six MXFP4 tiles at 0.5 met 3 to 49 squashes for each of 400 seeds tried, in
     # 533 to 2,078 cycles; at 0.1 a tile rarely finishes between two, and a run takes 400,000.
     # Without squashes (both modes) half the tiles; with them all six.
@@ -64,6 +64,7 @@ def test_engines_measure_the_same_records(tmp_path, seed, workloads):
         runs = {}
         for engine in ENGINES:  # a campaign's worker, without the process pool
             out = tmp_path / f"{engine}-{squash_prob}"
+            verilog = campaign_module._generate(32, 8, 2, engine=engine)
             campaign_module._measure("verilator", verilog, 32, 8, points, {**params, "out": str(out)}, out.name, engine)
             runs[engine] = [read_records(out)[p.key] for p in points]
         assert first_difference(runs["python"], runs["fast"], ("python", "fast")) is None
@@ -75,7 +76,7 @@ def test_a_points_record_is_the_same_alone_and_after_other_points(tmp_path, seed
     """A point measured alone and as the last of a simulator run gives the same record: nothing one
     point leaves in the PE or the models changes the next (``deca run`` with any --jobs)."""
     print(f"seed {seed}")
-    verilog = campaign_module._generate(8, 4, 2)
+    verilog = campaign_module._generate(8, 4, 2, engine=engine)
     params = {"system": system("spr-hbm", squash_prob=0.005).as_dict(), "tiles": 4, "seed": seed, "loaders": 2}
     last = Point(8, 4, "mxfp4@1", "tepl")
     runs = []

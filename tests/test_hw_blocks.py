@@ -20,7 +20,7 @@ from amaranth.sim import Simulator
 
 from deca.golden.format import Q_BITS, TILE_ELEMS, read_codes
 from deca.golden.numerics import scale_mul
-from deca.hw.arith import at_least, fast_add
+from deca.hw.arith import ARITH_STYLES, arith_style, at_least, fast_add
 from deca.hw.layouts import ScaleFormat, physical_lanes, vop_layout
 from deca.hw.lut_array import LOOKUP_LATENCY, MODE_LATENCY, LUTArray
 from deca.hw.params import dequant_lanes
@@ -820,11 +820,13 @@ def test_register_queue_is_a_fifo_with_ready_from_registers(queue, depth, rng):
 # --- arithmetic ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("style", ARITH_STYLES)
 @pytest.mark.parametrize("signed", [False, True])
-def test_at_least_compares_every_pair_of_mixed_width_operands(signed):
+def test_at_least_compares_every_pair_of_mixed_width_operands(signed, style):
     m = Module()
     a, b, ge = Signal(9), Signal(3), Signal()  # 9 bits: several levels of the tree of halves
-    m.d.comb += ge.eq(at_least(a, b, signed=signed))
+    with arith_style(style):
+        m.d.comb += ge.eq(at_least(a, b, signed=signed))
 
     def value(bits, width):
         return bits - (1 << width) if signed and bits >> (width - 1) else bits
@@ -839,11 +841,13 @@ def test_at_least_compares_every_pair_of_mixed_width_operands(signed):
     run(m, bench, clocked=False)
 
 
+@pytest.mark.parametrize("style", ARITH_STYLES)
 @pytest.mark.parametrize("spread", [False, True], ids=["sklansky", "kogge_stone"])
-def test_fast_add_adds_every_pair_with_and_without_carry(spread):
+def test_fast_add_adds_every_pair_with_and_without_carry(spread, style):
     m = Module()
     a, b, c, total = Signal(7), Signal(5), Signal(), Signal(8)  # 7 bits: the top level reaches over a partial block
-    m.d.comb += total.eq(fast_add(m, a, b, c, spread=spread))
+    with arith_style(style):
+        m.d.comb += total.eq(fast_add(m, a, b, c, spread=spread))
 
     async def bench(ctx):
         for x in range(1 << 7):

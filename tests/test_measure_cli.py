@@ -117,7 +117,7 @@ def test_bad_loader_counts_exit_2_with_one_line(runs, tmp_path, capsys, argv, me
 # worker processes find them by name).
 
 
-def fake_generate(W, L, loaders, cache=None, storage=None):
+def fake_generate(W, L, loaders, cache=None, storage=None, engine="python"):
     return f"/fake/{top_name('pe', W, L, loaders)}.v"
 
 

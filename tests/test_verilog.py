@@ -101,11 +101,14 @@ def test_icarus_reports_syntax_errors(tmp_path):
 #: map, under -m slow (two minutes of generation).
 @pytest.mark.parametrize("design,tables", [("bf16_scaler", ["ports"]),
                                            pytest.param("pe", ["ports", "registers"], marks=pytest.mark.slow)])
-def test_generate_command(design, tables, tmp_path, capsys):
-    assert main(["generate", "--design", design, "--W", "8", "--L", "2", "-o", str(tmp_path), "--check"]) == 0
+@pytest.mark.parametrize("arith", ["gates", "operators"])
+def test_generate_command(design, tables, arith, tmp_path, capsys):
+    assert main(["generate", "--design", design, "--W", "8", "--L", "2", "-o", str(tmp_path), "--check",
+                 "--arith", arith]) == 0
     out = capsys.readouterr().out
     top = f"deca_{design}_w8_l2"
     assert f"wrote {tmp_path / top}.v" in out and "lint-only -Wall: clean" in out and "iverilog -g2005: compiled" in out
+    assert ("instances proven equal to their gates" in out) == (arith == "operators")
     assert all(f"{top}.{table}.md" in out and (tmp_path / f"{top}.{table}.md").is_file() for table in tables)
     assert (tmp_path / f"{top}.v").is_file()
 

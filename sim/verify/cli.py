@@ -93,7 +93,7 @@ def _design(W, L, loaders, mutant):
     from deca.sim.measure.campaign import _generate
 
     if not mutant:
-        return _generate(W, L, loaders), None
+        return _generate(W, L, loaders, engine="fast"), None
     from deca.sim.bench.engine import ENGINE_ROOT
     from deca.sim.measure.campaign import VERILOG_CACHE
 
@@ -239,7 +239,8 @@ def cmd_replay(args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"replaying batch {batch} of block {block} (request {args.replay}) with waves", flush=True)
-    results = run("verilator", [_generate(args.W, args.L, args.loaders)], top_name("pe", args.W, args.L, args.loaders),
+    # The Verilog the fast engine ran, on the cocotb testbench.
+    results = run("verilator", [_generate(args.W, args.L, args.loaders, engine="fast")], top_name("pe", args.W, args.L, args.loaders),
                   "deca.sim.verify.tb", out, params=params, run_name=f"replay-{args.seed}-{args.replay}", waves=True,
                   seed=args.seed)
     print(f"passed; waves and log in {Path(results).parent}")

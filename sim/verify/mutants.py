@@ -87,16 +87,20 @@ def mutant_verilog(name, W, L, loaders, root):
                            str(Path(root) / name)], capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"generating mutant {name} failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return Path(proc.stdout.strip().splitlines()[-1])
+    from deca.synth.equiv import prove_beside
+
+    path = Path(proc.stdout.strip().splitlines()[-1])
+    prove_beside(path)  # the fast engine's arithmetic style (deca.sim.measure.campaign.ENGINE_ARITH)
+    return path
 
 
 def _generate_main(argv):
     name, W, L, loaders, out = argv
     sys.meta_path.insert(0, _MutantFinder(name))
     from deca.hw.generate import generate
-    from deca.sim.measure.campaign import DESIGN
+    from deca.sim.measure.campaign import DESIGN, ENGINE_ARITH
 
-    print(generate(int(W), int(L), Path(out), **DESIGN, loaders=int(loaders)))
+    print(generate(int(W), int(L), Path(out), **DESIGN, loaders=int(loaders), arith=ENGINE_ARITH["fast"]))
 
 
 if __name__ == "__main__":

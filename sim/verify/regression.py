@@ -270,7 +270,7 @@ def open_bus(W, L, loaders, verilog=None, jobs=2, build_root=None):
     from deca.sim.bench.ports import PePorts
     from deca.sim.measure.campaign import DESIGN, _generate
 
-    verilog = verilog or _generate(W, L, loaders)
+    verilog = verilog or _generate(W, L, loaders, engine="fast")
     ports = PePorts(DESIGN["addr_bits"], DESIGN["id_bits"], DESIGN["tags"], loaders, DESIGN["contexts"])
     return VerilatorBus(build(verilog, top_name("pe", W, L, loaders), ports, build_root or ENGINE_ROOT, jobs=jobs))
 
