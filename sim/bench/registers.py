@@ -4,15 +4,21 @@ from deca.hw.layouts import config_fields
 from deca.hw.registers import COUNTERS, PREFETCH_DEGREE, READ_LATENCY, REGISTER_ADDR, field_value
 
 
-async def write_reg(bus, name, value):
-    """Write register ``name``; returns once the write has taken effect (two cycles: the bus is
-    registered), so that what follows (a counter clear's first counted cycle) sees it."""
+async def write_regs(bus, name, values):
+    """Write register ``name`` with each of ``values``, one a cycle (LUT_DATA's index counts up with
+    each); returns once the last has taken effect (a cycle more: the bus is registered), so that
+    what follows (a counter clear's first counted cycle) sees it."""
     bus.set("cfg__addr", REGISTER_ADDR[name])
-    bus.set("cfg__wdata", value)
     bus.set("cfg__we", 1)
-    await bus.tick()
+    for value in values:
+        bus.set("cfg__wdata", value)
+        await bus.tick()
     bus.set("cfg__we", 0)
     await bus.tick()
+
+
+async def write_reg(bus, name, value):
+    await write_regs(bus, name, [value])
 
 
 async def read_regs(bus, names):
@@ -53,6 +59,5 @@ async def configure(bus, config, prefetch_degree=PREFETCH_DEGREE):
     await write_reg(bus, "CONFIG", config_word(config))
     if config.q_bits != 16:
         await write_reg(bus, "LUT_INDEX", 0)
-        for entry in config.lut[:config.lut_size]:
-            await write_reg(bus, "LUT_DATA", int(entry))  # LUT_INDEX counts up by itself
+        await write_regs(bus, "LUT_DATA", [int(entry) for entry in config.lut[:config.lut_size]])
     await write_reg(bus, "PREFETCH", field_value("PREFETCH", DEGREE=prefetch_degree))
