@@ -4,6 +4,7 @@ runs replaced by plausible records, so nothing is built or simulated)."""
 
 import csv
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,7 +12,7 @@ from deca.cli import main
 from deca.hw.generate import top_name
 from deca.sim.measure import campaign as campaign_module
 from deca.sim.measure.campaign import Campaign, designs
-from deca.sim.measure.point import Point
+from deca.sim.measure.point import Point, _stream_bytes
 from deca.sim.measure.records import COLUMNS, write_record
 
 
@@ -53,6 +54,18 @@ def test_point_keys_name_a_loader_count_other_than_the_papers():
     assert Point(32, 8, "bf8@0.05", "tepl", 3).key == "W32L8ld3-bf8@0.05-tepl"
     assert Point(8, 4, "/x/layer.deca", "store", 4).key == "W8L4ld4-layer-store"
     assert Point(32, 8, "bf8@1", "tepl", 4).as_dict()["loaders"] == 4
+
+
+def test_stream_bytes_count_shared_spans_once_and_each_line_once():
+    """Two requests sharing a scale block, streams overlapping a line, an empty stream: 64 + 64 + 10
+    bytes on lines 0, 1 and 10."""
+    def request(val, mask, scale):
+        return SimpleNamespace(meta={f"{s}_{f}": v for s, span in zip(("val", "mask", "scale"), (val, mask, scale))
+                                     for f, v in zip(("addr", "len"), span)})
+
+    requests = [request((0, 64), (200, 0), (640, 10)), request((32, 64), (200, 0), (640, 10))]
+    assert _stream_bytes(requests) == (138, 3)
+    assert _stream_bytes([request((5, 0), (7, 0), (9, 0))]) == (0, 0)
 
 
 def test_the_design_grid_is_W_x_L_x_loaders():

@@ -396,8 +396,8 @@ class FastHarness(Harness):
             memory.channel_free = Fraction(res.channel_free_hi << 64 | res.channel_free_lo, line_time.denominator)
         memory.prefetches = [int(a) for a in _array(res.prefetches, res.n_prefetches, np.uint64)]
         self.events = dict(zip(EVENTS, (int(v) for v in res.events)))
-        self.scoreboard.completions = [(int(rid), requests[i])
-                                       for rid, i in _array(res.completions, res.n_completions, np.int64, 2)]
+        self.scoreboard.completions = [(rid, requests[i])
+                                       for rid, i in _array(res.completions, res.n_completions, np.int64, 2).tolist()]
 
     def _check_data(self, res):
         """Every data beat against its golden tile row, in bulk; the first wrong one fails as the Scoreboard would."""

@@ -27,7 +27,8 @@ class Packer:
         word = 0
         for name, value in values.items():
             offset, mask = self._field[name]
-            value = int(value.value if isinstance(value, Enum) else value)
+            if type(value) is not int:
+                value = int(value.value if isinstance(value, Enum) else value)
             if not 0 <= value <= mask:
                 raise ValueError(f"field {name} = {value} does not fit in {mask.bit_length()} bits")
             word |= value << offset

@@ -182,7 +182,13 @@ def wasted_prefetch_bytes(memory):
 def _stream_bytes(requests):
     """Compressed bytes of the requests' tiles (a scale block shared by tiles counts once) and the
     64-byte lines they touch."""
-    spans = {(r.meta[f"{s}_addr"], r.meta[f"{s}_len"]) for r in requests for s in ("val", "mask", "scale")}
-    spans = [(a, n) for a, n in spans if n]
-    lines = {line for a, n in spans for line in range(a // LINE_BYTES, -(-(a + n) // LINE_BYTES))}
-    return sum(n for _, n in spans), len(lines)
+    spans = np.unique(np.array([(r.meta[f"{s}_addr"], r.meta[f"{s}_len"]) for r in requests
+                                for s in ("val", "mask", "scale")], np.int64).reshape(-1, 2), axis=0)
+    addr, n = spans[spans[:, 1] > 0].T
+    # The lines of each span as [first, end), sorted; overlapping runs merged, then counted.
+    first, end = addr // LINE_BYTES, -(-(addr + n) // LINE_BYTES)
+    order = np.argsort(first, kind="stable")
+    first, reach = first[order], np.maximum.accumulate(end[order])
+    starts = np.flatnonzero(np.r_[True, first[1:] >= reach[:-1]])
+    lines = int((reach[np.r_[starts[1:] - 1, len(first) - 1]] - first[starts]).sum()) if len(first) else 0
+    return int(n.sum()), lines
