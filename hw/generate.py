@@ -92,11 +92,11 @@ def _sources_digest(design, W, L, params):
     return digest.hexdigest()[:16]
 
 
-def generate_cached(W, L, cache_dir, design="pe", **params):
+def generate_cached(W, L, cache_dir, design="pe", arith="gates", **params):
     """``generate`` into ``<cache_dir>/<hash>/``, or the Verilog found there from an earlier call
     with the same sources and parameters (generating the largest designs takes a minute). A lock
     file per folder makes concurrent calls (test workers, sweep jobs) wait for one generation."""
-    folder = Path(cache_dir) / _sources_digest(design, W, L, params)
+    folder = Path(cache_dir) / _sources_digest(design, W, L, {**params, "arith": arith})
     path = folder / f"{top_name(design, W, L, params.get('loaders', LOADERS))}.v"
     if path.is_file():
         return path
@@ -106,7 +106,7 @@ def generate_cached(W, L, cache_dir, design="pe", **params):
         if not path.is_file():
             tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
             try:
-                generate(W, L, tmp, design=design, **params)
+                generate(W, L, tmp, design=design, arith=arith, **params)
                 tmp.rename(folder)  # atomic: a folder that exists is complete
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)

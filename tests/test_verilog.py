@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from deca.cli import main
-from deca.hw.generate import top_name
+from deca.hw.generate import generate_cached, top_name
 from deca.toolchain import LINT_WAIVERS, ToolError, icarus_compile, verilator_compile, verilator_lint
 
 DESIGNS = [(8, 4), (32, 8), (64, 64)]
@@ -111,6 +111,14 @@ def test_generate_command(design, tables, arith, tmp_path, capsys):
     assert ("instances proven equal to their gates" in out) == (arith == "operators")
     assert all(f"{top}.{table}.md" in out and (tmp_path / f"{top}.{table}.md").is_file() for table in tables)
     assert (tmp_path / f"{top}.v").is_file()
+
+
+def test_the_verilog_cache_keeps_one_folder_per_arithmetic_style(tmp_path):
+    """The default style named or not: one generation (the cocotb tests and the campaigns share it)."""
+    gates = generate_cached(8, 2, tmp_path, design="bf16_scaler")
+    assert generate_cached(8, 2, tmp_path, design="bf16_scaler", arith="gates") == gates
+    operators = generate_cached(8, 2, tmp_path, design="bf16_scaler", arith="operators")
+    assert operators.parent != gates.parent and operators.read_text() != gates.read_text()
 
 
 @pytest.mark.parametrize("args,message", [
