@@ -95,9 +95,6 @@ class InstanceCircuit(Elaboratable):
         self.carry = Signal(name="carry") if instance.carry == "signal" else int(instance.carry)
         self.o = Signal(instance.bits, name="o")
 
-    def ports(self):
-        return [*self.operands, *([self.carry] if isinstance(self.carry, Signal) else []), self.o]
-
     def elaborate(self, platform):
         m, instance = Module(), self.instance
         if instance.kind == "add":

@@ -28,6 +28,7 @@ KINDS = [
 
 def test_every_kind_of_helper_is_proven_equal_in_both_styles(tmp_path):
     assert prove(KINDS, tmp_path) == len(KINDS)
+    assert prove([], tmp_path / "none") == 0  # a block without helpers (deca generate --design lut_array)
 
 
 def test_a_difference_between_the_styles_names_the_instance(tmp_path, monkeypatch):
