@@ -4,7 +4,8 @@ workloads (one by default, all under -m slow) in both modes and with squashes; a
 records with 1, 2 and 4 jobs; the same runs and the same failures (hang, wrong tile, memory
 protocol) as the Python Harness on the same simulator, through a rough core and memory
 (back-pressure, out-of-order responses, squashes, dropped and malformed requests); its build
-errors, the choice of its compiler (under -m slow) and of its popcount. The records on the W = 32,
+errors, the choice of its compiler (under -m slow) and of its popcount, its model's merged memory
+write lanes (proven equal by Yosys). The records on the W = 32,
 L = 8 PE, whose Verilator builds (the cocotb one of tests/test_pe_rtl.py, the fast engine of the
 measurements) the other RTL tests share; the rest on the W = 8, L = 4 PE, whose fast engine
 ``deca verify``'s tests share.
@@ -17,6 +18,9 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib.memory import Memory
 
 from deca.golden import compress
 from deca.hw.generate import top_name
@@ -24,7 +28,7 @@ from deca.hw.layouts import ErrorReason
 from deca.sim.bench.bus import CheckFailure, drive_idle, reset
 from deca.sim.bench.cores import MODES, gemm_core
 from deca.sim.bench.engine import (SOURCES, EngineBuildError, FastHarness, VerilatorBus, _rewrite_popcount, build,
-                                    popcount_flags)
+                                    merge_write_lanes, popcount_flags)
 from deca.sim.bench.harness import Harness
 from deca.sim.bench.pe_bench import Bench
 from deca.sim.bench.ports import PePorts
@@ -35,6 +39,8 @@ from deca.sim.measure.campaign import ENGINES, Campaign, code_digest
 from deca.sim.measure.cli import RUN_WORKLOADS
 from deca.sim.measure.point import Point
 from deca.sim.measure.records import first_difference, read_records
+from deca.synth.tools import run_yosys
+from deca.toolchain import ToolError
 
 TILES = 6
 
@@ -271,3 +277,80 @@ def test_the_popcount_rewrite_fails_on_another_verilator(tmp_path):
     header.write_text("static inline IData VL_COUNTONES_32(IData lhs) VL_PURE {\n")
     with pytest.raises(EngineBuildError, match=r"verilated_funcs\.h has no 'IData VL_COUNTONES_I\(IData\)'"):
         _rewrite_popcount(obj, tmp_path)
+
+
+#: A memory as Yosys writes the SQQ's rows: escaped names, a bracketed address, a line's bytes
+#: written to both halves of a row (the data's slices not the memory's).
+SQQ_LIKE = """module sqq(clk, \\$signature__en , rotated, wr, rd, q);
+  input clk;
+  input [3:0] \\$signature__en ;
+  input [7:0] rotated;
+  input [1:0] wr;
+  input rd;
+  output [15:0] q;
+  reg [15:0] \\rows.even [1:0];
+  always @(posedge clk) begin
+    if (\\$signature__en [0])
+      \\rows.even [wr[0]][3:0] <= rotated[3:0];
+    if (\\$signature__en [1])
+      \\rows.even [wr[0]][7:4] <= rotated[7:4];
+    if (\\$signature__en [2])
+      \\rows.even [wr[0]][11:8] <= rotated[3:0];
+    if (\\$signature__en [3])
+      \\rows.even [wr[0]][15:12] <= rotated[7:4];
+  end
+  reg [15:0] _0_;
+  always @(posedge clk) begin
+    _0_ <= \\rows.even [rd];
+  end
+  assign q = _0_;
+endmodule
+"""
+
+
+def _byte_lanes_memory():
+    """Amaranth's Verilog of a 4 x 32-bit memory written in 8-bit lanes."""
+    m = Module()
+    m.submodules.mem = mem = Memory(shape=32, depth=4, init=[])
+    write, read = mem.write_port(granularity=8), mem.read_port()
+    return verilog.convert(m, name="lanes", ports=[write.addr, write.data, write.en, read.addr, read.data],
+                           emit_src=False)
+
+
+def _prove_same_memories(tmp_path, gold, gate, name):
+    """Yosys: the two modules' memories (as flip-flops) and outputs equal in every cycle, by induction."""
+    work = tmp_path / name
+    work.mkdir()
+    for side, text in (("gold", gold), ("gate", gate)):
+        (work / f"{side}.v").write_text(re.sub(r"^module \w+", f"module {side}", text, count=1, flags=re.M))
+    (work / "eq.ys").write_text("read_verilog gold.v\nread_verilog gate.v\nproc\nmemory -nomap\nmemory_map\n"
+                                "opt_clean\nequiv_make gold gate eq\nhierarchy -top eq\nequiv_simple -seq 2\n"
+                                "equiv_induct -seq 2\nequiv_status -assert\n")
+    run_yosys("eq.ys", work, f"the merged write lanes of {name}")
+
+
+@pytest.mark.parametrize("name", ["amaranth", "sqq_like"])
+def test_merged_write_lanes_keep_the_memory_cycle_by_cycle(tmp_path, name):
+    text = _byte_lanes_memory() if name == "amaranth" else SQQ_LIKE
+    merged, count = merge_write_lanes(text)
+    assert count == 1 and merged.count("<=") == text.count("<=") - 3
+    _prove_same_memories(tmp_path, text, merged, name)
+    # The proof can fail: the top lane's enable swapped for its neighbour's.
+    top = re.findall(r"\{\d+\{(\S+ ?\[)(\d+)\]\}\}", merged)[0]
+    wrong = merged.replace(f"{top[0]}{top[1]}]}}}}", f"{top[0]}{int(top[1]) - 1}]}}}}")
+    with pytest.raises(ToolError, match="merged write lanes"):
+        _prove_same_memories(tmp_path, text, wrong, f"{name}_wrong")
+
+
+@pytest.mark.parametrize("change", [
+    # a second writer of the memory: one read-modify-write would undo the other's lanes
+    ("  reg [15:0] _0_;\n", "  reg [15:0] _0_;\n  always @(posedge clk) begin\n    \\rows.even [rd] <= 16'h0;\n  end\n"),
+    # lanes that leave bits 11:8 out of the word
+    ("      \\rows.even [wr[0]][11:8] <= rotated[3:0];\n    if (\\$signature__en [3])\n", ""),
+    # lanes at two addresses
+    ("\\rows.even [wr[0]][15:12]", "\\rows.even [wr[1]][15:12]"),
+])
+def test_write_lanes_that_are_not_one_word_write_stay_as_they_are(change):
+    text = SQQ_LIKE.replace(*change)
+    assert text != SQQ_LIKE
+    assert merge_write_lanes(text) == (text, 0)

@@ -62,6 +62,59 @@ POPCOUNT = ("VL_COUNTONES_I(", "(IData)__builtin_popcount(")
 #: Verilator's definition the rewrite stands in for (verilated_funcs.h): IData in, IData out. Another
 #: Verilator without it fails the build rather than silently keeping its own popcount.
 POPCOUNT_DEFINITION = re.compile(r"static inline IData VL_COUNTONES_I\(IData \w+\)")
+#: A Verilog identifier as Yosys writes it: plain, or escaped (a backslash, up to a space).
+_ID = r"(?:\\\S+ |\w+)"
+#: One lane of a memory write port with a write granularity, as Yosys writes it:
+#: ``if (EN [i]) MEM[ADDR][hi:lo] <= DATA[hi:lo];`` (the address one level of brackets deep).
+_LANE = re.compile(rf"    if \(({_ID})\[(\d+)\]\)\n      ({_ID})\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\]"
+                   rf"\[(\d+):(\d+)\] <= ({_ID}\[\d+:\d+\]);\n")
+_WRITE_PORT = re.compile(rf"  always @\(posedge ({_ID})\) begin\n((?:{_LANE.pattern})+)  end\n")
+_MODULE = re.compile(r"^module .*?^endmodule\n", re.S | re.M)
+
+
+def _merged_port(port, module):
+    """The write port ``port`` (a _WRITE_PORT match) as one read-modify-write of the whole word under
+    ``|EN``, or None where that would not be the same: lanes with different enables or addresses,
+    lanes that do not tile the word, a memory written anywhere else in ``module``."""
+    lanes = _LANE.findall(port.group(2))
+    en, mem, addr = lanes[0][0], lanes[0][2], lanes[0][3]
+    if any((l[0], l[2], l[3]) != (en, mem, addr) for l in lanes):
+        return None
+    width = re.search(rf"reg \[(\d+):0\] {re.escape(mem)}\s*\[", module)
+    lanes.sort(key=lambda lane: -int(lane[5]))
+    bounds = [(int(hi), int(lo)) for *_, hi, lo, _ in lanes]
+    tiled = all(lo == next_hi + 1 for (_, lo), (next_hi, _) in zip(bounds, bounds[1:])) and bounds[-1][1] == 0
+    writes = len(re.findall(rf"^\s*{re.escape(mem)}\[.*<=", module, re.M))
+    if not (width and tiled and bounds[0][0] == int(width.group(1)) and writes == len(lanes)):
+        return None
+    mask = "{" + ", ".join(f"{{{hi - lo + 1}{{{en}[{i}]}}}}" for (hi, lo), (_, i, *_) in zip(bounds, lanes)) + "}"
+    data = "{" + ", ".join(lane[6] for lane in lanes) + "}"
+    return (f"  always @(posedge {port.group(1)}) begin\n    if (|{en})\n"
+            f"      {mem}[{addr}] <= ({mem}[{addr}] & ~{mask}) | ({data} & {mask});\n  end\n")
+
+
+def merge_write_lanes(verilog):
+    """(``verilog`` with each memory write port of several lanes (a write granularity) written as one
+    read-modify-write of the word when any lane is enabled, how many ports it merged).
+
+    The same memory contents cycle by cycle (``_merged_port`` keeps a port as it is unless its lanes
+    share one enable vector and address, tile the word and are the memory's only writes), but
+    Verilator's model tests one enable a cycle instead of one per lane, and sets no delayed-update
+    flag per lane: the SQQ's 128 byte lanes per row at W = 64 had cost a quarter of ``deca verify``'s
+    CPU time (docs/engine.md)."""
+    merged = 0
+
+    def module(match):
+        def port(m):
+            nonlocal merged
+            new = _merged_port(m, match.group(0))
+            merged += new is not None
+            return new or m.group(0)
+        return _WRITE_PORT.sub(port, match.group(0))
+
+    return _MODULE.sub(module, verilog), merged
+
+
 #: The harness, compiled and linked with the model's archives; -z defs: an unresolved symbol fails the build.
 CXXFLAGS = ("-O2", "-fPIC", "-std=c++17", "-shared", "-Wl,-Bsymbolic", "-Wl,-z,defs")
 #: What verilated.mk defines for the model's objects, which the harness includes the headers of.
@@ -165,7 +218,8 @@ def build(verilog, top, ports, build_root=ENGINE_ROOT, jobs=2):
                   cxx_version)).encode()
     # Folders named by compiler too: switching compilers (bench_engine.py --compilers) keeps both builds.
     stem = f"{top}-{Path(cxx).name}"
-    bdir = Path(build_root) / f"{stem}-{_digest(tools, verilog)}"
+    model, merged = merge_write_lanes(Path(verilog).read_text())  # keyed by what Verilator reads
+    bdir = Path(build_root) / f"{stem}-{_digest(tools, model.encode())}"
     lib = bdir / f"libdeca_engine-{_digest(repr((CXXFLAGS, cxx_version)).encode(), *SOURCES)}.so"
     # clang++ does not inline the atomics of Verilator's runtime that g++ does: libatomic has them.
     libs = ("-latomic",) if "clang" in cxx_version else ()
@@ -180,13 +234,17 @@ def build(verilog, top, ports, build_root=ENGINE_ROOT, jobs=2):
         bdir.mkdir(exist_ok=True)
         obj, root = bdir / "obj", verilator_root()
         if not (bdir / _MODEL_DONE).is_file():
-            # Verilated, its C++ rewritten (POPCOUNT), then compiled as Verilator's --build would.
+            # Its Verilog's write lanes merged, Verilated, its C++ rewritten (POPCOUNT), then compiled as
+            # Verilator's --build would.
+            source = bdir / Path(verilog).name if merged else verilog  # errors name the file Verilator read
+            if merged:
+                source.write_text(model)
             _step([str(root / "bin" / "verilator"), "--cc", *(f"-Wno-{w}" for w in BUILD_WAIVERS),
-                   "-CFLAGS", " ".join(cflags),
-                   "--top-module", top, "--prefix", "Vpe", "-Mdir", str(obj), str(verilog)], top, bdir / "model.log")
+                   "-CFLAGS", " ".join(cflags), "--top-module", top, "--prefix", "Vpe", "-Mdir", str(obj),
+                   str(source)], top, bdir / "model.log")
             rewritten = _rewrite_popcount(obj, root)
-            print(f"building the fast engine of {top} with {cxx_version}: {popcount_path}, {rewritten} calls "
-                  "rewritten", file=sys.stderr, flush=True)
+            print(f"building the fast engine of {top} with {cxx_version}: {merged} memory write ports merged, "
+                  f"{popcount_path}, {rewritten} calls rewritten", file=sys.stderr, flush=True)
             make_args = VERILATOR_BUILD_ARGS[1::2]  # the values of its -MAKEFLAGS options
             _step(["make", "-C", str(obj), "-f", "Vpe.mk", "-j", str(jobs), *make_args, *MODEL_MAKEFLAGS,
                    f"CXX={cxx}", f"LINK={cxx}"], top, bdir / "make.log")
