@@ -178,7 +178,18 @@ def _element_tables(f):
     return exact.astype(np.int16), inner.astype(np.int16)
 
 
-_TABLES = {}
+_TABLES = {}  # key -> tables, the most recently used last
+#: Tables kept (256 KB each): a run drawing a codebook per tile (``deca verify``) would otherwise
+#: keep every one it drew.
+TABLES_KEPT = 32
+
+
+def _tables(f, key):
+    tables = _TABLES.pop(key) if key in _TABLES else _element_tables(f)
+    _TABLES[key] = tables
+    if len(_TABLES) > TABLES_KEPT:
+        del _TABLES[next(iter(_TABLES))]
+    return tables
 
 
 def _encode(w, f, key, divisor=None, groups=None):
@@ -186,13 +197,12 @@ def _encode(w, f, key, divisor=None, groups=None):
 
     ``key`` names f for the table cache (scheme and LUT).
     """
-    if key not in _TABLES:
-        _TABLES[key] = _element_tables(f)
+    tables = _tables(f, key)
     scaled = divisor is not None
     if not scaled:
         divisor, groups = np.zeros((1, 1), np.float32), np.zeros(1, np.int64)
     divisor = np.ascontiguousarray(divisor, np.float32)
-    codes, ambiguous = _kernels.encode_with_tables(w, divisor, np.asarray(groups, np.int64), scaled, *_TABLES[key])
+    codes, ambiguous = _kernels.encode_with_tables(w, divisor, np.asarray(groups, np.int64), scaled, *tables)
     if ambiguous:
         r, c = np.nonzero(codes == _kernels.AMBIGUOUS)
         x = _divide(w[r, c], divisor[r, groups[c]]) if scaled else w[r, c]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from deca.golden import SCHEMES, TILE_META_DTYPE, FormatError, compress, decompress, decompress_tile, decompress_tiles
+from deca.golden import schemes
 from deca.golden.numerics import bf16_to_f32
 
 
@@ -203,3 +204,14 @@ def test_code_beyond_codebook():
     bad[5] |= 0b1100_0000  # element 23 gets code 3 of a 3-entry codebook
     with pytest.raises(FormatError, match="element 23: code 3 is beyond the 3-entry codebook"):
         decompress_tile(bytes(bad), m, s, cm.config)
+
+
+def test_the_encoding_tables_kept_are_bounded_and_a_dropped_one_is_rebuilt_alike(rng):
+    # deca verify draws a codebook per tile: each has tables of its own (256 KB), which must not pile up.
+    w = rng.standard_normal((16, 32)).astype(np.float32)
+    books = [np.sort(rng.standard_normal(4)) for _ in range(schemes.TABLES_KEPT + 8)]
+    streams = [[bytes(s) for s in compress(w, "codebook", codebook=b).tile_streams(0)] for b in books]
+    assert len(schemes._TABLES) == schemes.TABLES_KEPT
+    assert len({tuple(s) for s in streams}) > 1  # the codebooks encode differently
+    again = [bytes(s) for s in compress(w, "codebook", codebook=books[0]).tile_streams(0)]  # its tables were dropped
+    assert again == streams[0]

@@ -319,7 +319,9 @@ _MASK64 = (1 << 64) - 1
 def _array(pointer, count, dtype, width=1):
     if not count:
         return np.zeros((0, width) if width > 1 else 0, dtype)
-    flat = np.ctypeslib.as_array(pointer, shape=(count * width,)).astype(dtype, copy=True)
+    # Copied out through bytes: numpy's as_array would make a ctypes array type per length, kept for good.
+    source = np.dtype(pointer._type_)
+    flat = np.frombuffer(ctypes.string_at(pointer, count * width * source.itemsize), source).astype(dtype)
     return flat.reshape(count, width) if width > 1 else flat
 
 
