@@ -28,7 +28,7 @@ from deca.hw.params import LOADERS
 
 from . import sta
 from .memories import rtlil_cells
-from .netlist import find
+from .netlist import CELL_NAME, find
 
 #: The design's clock in the trace (cocotb drives the PE's ``clk``).
 CLOCK = "clk"
@@ -466,6 +466,45 @@ def _signal_bit(net):
     m = _BIT.match(net)
     signal, bit = (m.group(1), int(m.group(2))) if m else (net, 0)
     return signal.removeprefix("\\"), bit
+
+
+def _flop_outputs(rtlil):
+    """{module: {flip-flop cell: the net its Q drives, as BLIF names it}} of an RTLIL file, but the
+    nets without a public name."""
+    found, module, cell = {}, None, None
+    with open(rtlil) as f:
+        for line in f:
+            if line.startswith("module "):
+                module = line.split()[1].removeprefix("\\")
+                found[module] = {}
+            elif line.startswith("  cell "):
+                words = line.split()
+                cell = words[2] if "DFF" in words[1] else None
+            elif cell and line.startswith("    connect \\Q \\"):
+                wire, _, index = line.split(None, 2)[2].strip().partition(" ")
+                found[module][cell] = wire[1:] + index.replace(" ", "")
+                cell = None
+    return found
+
+
+def name_flop_outputs(models, rtlil, library):
+    """Give each flip-flop output of the mapped netlist ``models`` that lost its register's name the
+    name it had in ``rtlil`` (Yosys's design before mapping; the flip-flops keep their cell names,
+    ``CELL_NAME``). A flip-flop mapped to a cell with only an inverted output (a memory's words,
+    ``deca.synth.cells.storage_dont_use``) drives a net of ABC's, the register's name was on the
+    inverter ABC folded into the logic; the inverted bit toggles as the bit does."""
+    outputs = _flop_outputs(rtlil)
+    for name, model in models.items():
+        registers = outputs.get(name)
+        if not registers:
+            continue
+        public = {index for net, index in model.nets.items() if not net.startswith(("$", "_"))}
+        for kind, pins, params in model.cells:
+            cell = library.cells.get(kind)
+            register = registers.get(params.get(CELL_NAME)) if cell is not None and cell.sequential else None
+            output = next((net for pin, net in pins if pin in cell.outputs), None) if register else None
+            if output is not None and output not in public and register not in model.nets:
+                model.nets[register] = output
 
 
 def _through_buffers(design, known):

@@ -175,6 +175,8 @@ class Cell:
     #: An integrated clock-gating cell (``clock_gating_integrated_cell``): its clock pin, enable pin
     #: and gated clock output, else None.
     clock_gate: tuple | None = None
+    #: A flip-flop (an ``ff`` group) whose every output is its D input inverted (``QN`` alone).
+    inverted_flop: bool = False
 
     @property
     def outputs(self):
@@ -314,5 +316,16 @@ def _cell(c, templates, types, time, cap, leak, source):
             raise LibertyError(f"{source}: clock-gating cell {c.args[0]} without a clock_gate_clock_pin, "
                                "clock_gate_enable_pin and clock_gate_out_pin")
         gate = (roles["clock"], roles["enable"], roles["out"])
+    ff = c.all("ff")
+    inverted = False
+    if ff and len(ff[0].args) == 2:
+        # An output is D inverted if it is the state of a "!D" next state, or the other state of a "D" one.
+        state, other = (a.strip() for a in ff[0].args)
+        next_inverted = str(ff[0].attrs.get("next_state", "")).replace(" ", "").startswith("!")
+        negated = {other, f"!{state}", f"{state}'"}
+        functions = [(p.function or "").replace(" ", "").strip("()") for p in pins.values() if p.direction == "output"]
+        inverted = bool(functions) and all(f in negated | {state} and (f in negated) != next_inverted
+                                           for f in functions)
     return Cell(name=c.args[0], area=float(c.attrs.get("area", 0)), leakage=leakage, pins=pins,
-                sequential=bool(c.all("ff") or c.all("latch") or c.all("ff_bank")), memory=memory, clock_gate=gate)
+                sequential=bool(ff or c.all("latch") or c.all("ff_bank")), memory=memory, clock_gate=gate,
+                inverted_flop=inverted)

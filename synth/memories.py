@@ -19,31 +19,42 @@ DEFAULT_MODE = "auto"
 CELLS = "cells"
 
 
+def rtlil_statements(rtlil):
+    """The words of each statement (non-empty line) of an RTLIL file."""
+    with open(rtlil) as f:
+        for line in f:
+            words = line.split()
+            if words:
+                yield words
+
+
+def rtlil_wire(words):
+    """(name, (lowest index, width)) of the words of an RTLIL ``wire`` statement."""
+    width = int(words[words.index("width") + 1]) if "width" in words else 1
+    lsb = int(words[words.index("offset") + 1]) if "offset" in words else 0
+    return words[-1].removeprefix("\\"), (lsb, width)
+
+
 def rtlil_cells(rtlil, types=("$mem_v2",)):
     """Each cell of one of ``types`` in an RTLIL file: (module, cell type, cell name, {parameter:
     value}, {port: signal text}, {wire of the module: (lowest index, width)})."""
     module, wires, cell, params, conns = None, {}, None, {}, {}
-    with open(rtlil) as f:
-        for line in f:
-            words = line.split()
-            if not words:
-                continue
-            if words[0] == "module":
-                module, wires = words[1].removeprefix("\\"), {}
-            elif words[0] == "wire":
-                width = int(words[words.index("width") + 1]) if "width" in words else 1
-                lsb = int(words[words.index("offset") + 1]) if "offset" in words else 0
-                wires[words[-1].removeprefix("\\")] = (lsb, width)
-            elif words[0] == "cell":
-                cell, params, conns = (words[1], words[2].removeprefix("\\")), {}, {}
-            elif cell and cell[0] in types and words[0] == "parameter" and len(words) > 2:
-                params[words[1][1:]] = words[2]
-            elif cell and cell[0] in types and words[0] == "connect":
-                conns[words[1][1:]] = " ".join(words[2:])
-            elif words[0] == "end" and cell:
-                if cell[0] in types:
-                    yield module, cell[0], cell[1], params, conns, wires
-                cell = None
+    for words in rtlil_statements(rtlil):
+        if words[0] == "module":
+            module, wires = words[1].removeprefix("\\"), {}
+        elif words[0] == "wire":
+            name, span = rtlil_wire(words)
+            wires[name] = span
+        elif words[0] == "cell":
+            cell, params, conns = (words[1], words[2].removeprefix("\\")), {}, {}
+        elif cell and cell[0] in types and words[0] == "parameter" and len(words) > 2:
+            params[words[1][1:]] = words[2]
+        elif cell and cell[0] in types and words[0] == "connect":
+            conns[words[1][1:]] = " ".join(words[2:])
+        elif words[0] == "end" and cell:
+            if cell[0] in types:
+                yield module, cell[0], cell[1], params, conns, wires
+            cell = None
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ module _deca_memory_cells (RD_CLK, RD_EN, RD_ARST, RD_SRST, RD_ADDR, RD_DATA, WR
 			assign words[r*WIDTH +: WIDTH] = q;
 			for (b = 0; b < WIDTH; b = b + 1) begin : bits
 				// keep: the LUT replicas hold the same entries, and merged they would be one array.
-				(* keep *)
+				// deca_storage: deca.synth.cells maps these to the library's smallest flip-flop.
+				(* keep, deca_storage *)
 				\$dffe #(.WIDTH(1), .CLK_POLARITY(1'b1), .EN_POLARITY(1'b1)) ff (
 					.CLK(WR_CLK[0]), .EN(WR_EN[b] & hit), .D(WR_DATA[b]), .Q(q[b]));
 			end

@@ -239,6 +239,14 @@ def memory(tmp_path_factory):
     return folder, *flow.replayed(folder / "work", "memt.v", "memt")
 
 
+def _mapped(folder, library):
+    """MEMORY's mapped netlist as the flow reads it: its words are flip-flops with an inverted output,
+    whose nets get their rows' names back (``name_flop_outputs``)."""
+    design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
+    activity.name_flop_outputs(design.models, folder / "work" / "pregate.il", library)
+    return design
+
+
 def test_write_ports_of_rtlil_signals():
     wires = {"we": (0, 1), "x": (2, 4)}
     assert activity._sigspec("{ \\we [0] 2'10 \\x [4:3] }", wires) == [("x", 3), ("x", 4), 0, 1, ("we", 0)]
@@ -269,7 +277,7 @@ def test_gated_rows_take_their_write_rate(memory, tmp_path, library, seed):
     folder, ports, registers = memory
     _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
     t = activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt")
-    design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
+    design = _mapped(folder, library)
     lib = design.library.cells
     gates = {}   # (row, byte) -> its gate's enable net
     for _, kind, pins, _ in design.cells:
@@ -306,7 +314,7 @@ def test_gated_register_takes_its_load_rate(memory, tmp_path, library, seed):
     _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
     t = activity.count_toggles(tmp_path / "m.vcd", top="memt", registers=registers)
     assert t.loads[("TOP", "memt")] == {"acc": dict.fromkeys(range(8), 3)}
-    design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
+    design = _mapped(folder, library)
     lib = design.library.cells
     acc = _net(design, "memt", "acc[0]")
     kind, pins = next((kind, dict(pins)) for _, kind, pins, _ in design.cells
@@ -326,7 +334,7 @@ def test_estimated_power_is_what_the_estimates_add(memory, tmp_path, library, se
 
     folder, ports, registers = memory
     _memory_vcd(tmp_path / "m.vcd", WRITES, seed=seed)
-    design = sta.Design(read_blif(folder / "work" / "netlist.blif", gates=False), "memt", str, library, sram.fit())
+    design = _mapped(folder, library)
     for t in (activity.count_toggles(tmp_path / "m.vcd"),
               activity.count_toggles(tmp_path / "m.vcd", ports=ports, top="memt", registers=registers)):
         rates, estimated = activity.net_rates(design, t)

@@ -175,6 +175,117 @@ def test_liberty_areas_and_capacitances(cell_text):
     assert lib.voltage == 0.7
 
 
+def _next_state(body):
+    (ff,) = _groups(body, "ff")
+    return re.search(r"next_state\s*:\s*\"([^\"]*)\"", ff[1]).group(1)
+
+
+def test_flip_flops_whose_output_is_d_inverted(cell_text):
+    """A flip-flop's output is D inverted where its function is the ff group's state and the next state
+    is "!D" (ASAP7's DFFHQN: ff (IQN, IQNN), QN = IQN), or the other state of a "D" next state; the
+    words of a memory are kept off every flip-flop with a true output larger than the smallest
+    inverted one."""
+    lib = read(cells.ASAP7_LIBERTIES)
+    flops = {name: body for name, body in cell_text.items() if _groups(body, "ff")}
+    assert len(flops) == 9
+    for name, body in flops.items():
+        state, _ = (x.strip() for x in _groups(body, "ff")[0][0].split(","))
+        (out,) = [re.search(r"function\s*:\s*\"\(?(\w+)\)?\"", pin).group(1)
+                  for _, pin in _groups(body, "pin") if re.search(r"direction\s*:\s*output", pin)]
+        assert lib.cells[name].inverted_flop == ((out == state) == _next_state(body).startswith("!")), name
+    assert lib.cells["DFFHQNx1_ASAP7_75t_R"].inverted_flop and not lib.cells["DFFHQx4_ASAP7_75t_R"].inverted_flop
+    assert cells.storage_dont_use(lib) == ("DFFHQx4_ASAP7_75t_R", "DFFLQx4_ASAP7_75t_R")
+
+
+def test_no_storage_choice_without_an_inverted_flip_flop(tmp_path):
+    """The words keep off a larger flip-flop with a true output; a library whose flip-flops all have a
+    true output leaves them to dfflibmap's choice."""
+    lib = tmp_path / "true.lib"
+    lib.write_text("""library (t) { cell (DFF) { area : 2; ff (IQ, IQN) { next_state : "D"; clocked_on : "CLK"; }
+      pin (CLK) { direction : input; clock : true; } pin (D) { direction : input; }
+      pin (Q) { direction : output; function : "IQ"; } }
+    cell (DFFN) { area : 1; ff (IQ, IQN) { next_state : "D"; clocked_on : "CLK"; }
+      pin (CLK) { direction : input; clock : true; } pin (D) { direction : input; }
+      pin (QN) { direction : output; function : "IQN"; } } }""")
+    parsed = read([lib])
+    assert not parsed.cells["DFF"].inverted_flop and parsed.cells["DFFN"].inverted_flop
+    assert cells.storage_dont_use(parsed) == ("DFF",)
+    lib.write_text(lib.read_text().replace('function : "IQN"', 'function : "IQ"'))
+    assert cells.storage_dont_use(read([lib])) == ()
+
+
+#: Five flip-flops f0..f4 on q[0..4], then the gates that read them.
+SMALL_FANOUT_RTLIL = r"""
+module \sub
+  wire input 1 \i
+end
+module \top
+  wire width 2 input 1 \d
+  wire output 2 \y
+  wire width 5 \q
+  wire \alias
+  wire \n
+""" + "".join(f"""  cell $_DFF_P_ \\f{i}
+    connect \\C \\d [0]
+    connect \\D \\d [1]
+    connect \\Q \\q [{i}]
+  end
+""" for i in range(5)) + r"""  cell $_AND_ \g0
+    connect \A \q [0]
+    connect \B \q [1]
+    connect \Y \n
+  end
+  cell $_OR_ \g1
+    connect \A \alias
+    connect \B { \q [1] \q [2] }
+    connect \Y \y
+  end
+  cell $_XOR_ \g2
+    connect \A \q [2]
+    connect \B \alias
+    connect \Y \y
+  end
+  cell \sub \s
+    connect \i \q [3]
+  end
+  connect \alias \q [2]
+end
+"""
+
+
+def test_small_fanout_flip_flops(tmp_path):
+    """By hand: f0 read once; f1 twice (g0, g1); f2 four times, two of them through a wire it is
+    connected to; f3 by a submodule; f4 by nothing. At most 2 readers in the module: f0, f1, f4."""
+    (tmp_path / "g.il").write_text(SMALL_FANOUT_RTLIL)
+    assert sorted(cells.small_fanout_flops(tmp_path / "g.il", 2)) == [("top", "f0"), ("top", "f1"), ("top", "f4")]
+    assert sorted(cells.small_fanout_flops(tmp_path / "g.il", 1)) == [("top", "f0"), ("top", "f4")]
+    assert sorted(cells.small_fanout_flops(tmp_path / "g.il", 4)) == [("top", f"f{i}") for i in (0, 1, 2, 4)]
+
+
+def test_registers_of_fanout_one_take_the_smallest_flip_flop(tmp_path):
+    """Through the flow: each bit of ``one`` drives one gate, of ``many`` two, ``out`` a port; only ``one``'s
+    flip-flops are DFFHQNx1 (``SMALL_FANOUT``), the others dfflibmap's DFFHQx4."""
+    from deca.synth import flow
+    from deca.synth.activity import _flop_outputs
+
+    (tmp_path / "f.v").write_text("""
+module f(input clk, input [3:0] a, b, input [7:0] c, output reg [3:0] out, output [7:0] y);
+  reg [3:0] one, many;
+  always @(posedge clk) begin one <= a ^ b; many <= a & b; out <= one & a; end
+  assign y = {many[0] & c[0], many[0] | c[1], many[1] ^ c[2], many[1] & c[3],
+              many[2] & c[4], many[2] | c[5], many[3] ^ c[6], many[3] & c[7]};
+endmodule
+""")
+    flow.synthesize_file(tmp_path / "f.v", "f", tmp_path / "work")
+    names = _flop_outputs(tmp_path / "work" / cells.PREGATE)["f"]
+    kinds = {}
+    for kind, pins, params in read_blif(tmp_path / "work" / cells.NETLIST, gates=False)["f"].cells:
+        if kind.startswith("DFF"):
+            kinds.setdefault(names[params[".cname"]].split("[")[0], set()).add(kind)
+    assert kinds == {"one": {"DFFHQNx1_ASAP7_75t_R"}, "many": {"DFFHQx4_ASAP7_75t_R"},
+                     "out": {"DFFHQx4_ASAP7_75t_R"}}
+
+
 # Static timing on a hand-built netlist ------------------------------------------------------------
 
 DFF, INV, NAND = "DFFHQNx1_ASAP7_75t_R", "INVx1_ASAP7_75t_R", "NAND2xp33_ASAP7_75t_R"

@@ -104,6 +104,28 @@ def test_cells_candidate_measured_alone(tmp_path):
     assert flops == 8 * 4 + 4
 
 
+def test_words_take_the_smallest_flip_flop_and_keep_their_names(tmp_path):
+    """The words of a memory in cells are the library's smallest flip-flop, with only an inverted
+    output (ASAP7's DFFHQNx1), its read register dfflibmap's choice (DFFHQx4), and the flow gives every
+    word bit's output back the name the activity count replays (``name_flop_outputs``)."""
+    from deca.synth.activity import _ROW_BIT, name_flop_outputs
+    from deca.synth.netlist import read_blif
+
+    tech = cells.technology()
+    cells.measure_memory(_mem(8, 4), tech, tmp_path)
+    folder = tmp_path / "memories" / "m8x4rsw1"
+    models = read_blif(folder / cells.NETLIST, gates=False)
+    kinds = [kind for kind, _, _ in models["mem"].cells if kind.startswith("DFF")]
+    assert sorted(set(kinds)) == ["DFFHQNx1_ASAP7_75t_R", "DFFHQx4_ASAP7_75t_R"]
+    assert kinds.count("DFFHQNx1_ASAP7_75t_R") == 8 * 4 and kinds.count("DFFHQx4_ASAP7_75t_R") == 4
+    assert not any(_ROW_BIT.match(net) for net in models["mem"].nets)  # ABC folded the inverters away
+    name_flop_outputs(models, folder / cells.PREGATE, cells.load_library(tech))
+    rows = {_ROW_BIT.match(net).groups(): index for net, index in models["mem"].nets.items() if _ROW_BIT.match(net)}
+    assert set(rows) == {("m", str(r), str(b)) for r in range(8) for b in range(4)}
+    qn = {net for kind, pins, _ in models["mem"].cells if kind.startswith("DFFHQN") for pin, net in pins if pin == "QN"}
+    assert set(rows.values()) == qn
+
+
 @pytest.mark.parametrize("W,buffers", [(32, 2), (8, 1), (64, 3)])
 def test_tout_buffers_are_single_port_memories(W, buffers, tmp_path):
     """TOut as the flow reads it: one memory per tile buffer, of ``memory_rows`` shape, its read port
