@@ -469,8 +469,8 @@ def _signal_bit(net):
 
 
 def _flop_outputs(rtlil):
-    """{module: {flip-flop cell: the net its Q drives, as BLIF names it}} of an RTLIL file, but the
-    nets without a public name."""
+    """{module: {flip-flop cell: the net its Q drives, as BLIF names it}} of an RTLIL file, for the
+    flip-flops whose Q drives a net with a public name."""
     found, module, cell = {}, None, None
     with open(rtlil) as f:
         for line in f:
@@ -490,9 +490,10 @@ def _flop_outputs(rtlil):
 def name_flop_outputs(models, rtlil, library):
     """Give each flip-flop output of the mapped netlist ``models`` that lost its register's name the
     name it had in ``rtlil`` (Yosys's design before mapping; the flip-flops keep their cell names,
-    ``CELL_NAME``). A flip-flop mapped to a cell with only an inverted output (a memory's words,
-    ``deca.synth.cells.storage_dont_use``) drives a net of ABC's, the register's name was on the
-    inverter ABC folded into the logic; the inverted bit toggles as the bit does."""
+    ``CELL_NAME``). A flip-flop mapped to a cell with only an inverted output (a memory's words and
+    the registers of fanout 1, ``deca.synth.cells.storage_dont_use``) drives a net of ABC's, the
+    register's name was on the inverter ABC folded into the logic; the inverted bit toggles as the
+    bit does."""
     outputs = _flop_outputs(rtlil)
     for name, model in models.items():
         registers = outputs.get(name)

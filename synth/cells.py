@@ -251,7 +251,8 @@ def map_script(liberties, constrained, dont_use=(), gate_min_flops=0, gates=(), 
     many flip-flops sharing a clock and an enable gets a clock gate (``clockgate``, the smallest of the
     library's, ``gates``), its flip-flops lose the enable; but the flip-flops the selection file
     ``ungated`` lists (``module/instance`` lines) keep theirs, as a multiplexer (``dffunmap``). The
-    memories' words are mapped first, without the cells ``storage_dont_use`` names."""
+    memories' words, and the flip-flops the selection file ``small_fanout`` lists, are mapped first,
+    without the cells ``storage_dont_use`` names."""
     libs = " ".join(f"-liberty {name}" for name in liberties)
     usable = " ".join([*(f"-dont_use {pattern}" for pattern in (*dont_use, *gates)), libs])
     gating = []
