@@ -27,7 +27,7 @@ from pathlib import Path
 from deca.hw.params import LOADERS
 
 from . import sta
-from .memories import rtlil_cells
+from .memories import rtlil_cells, rtlil_statements
 from .netlist import CELL_NAME, find
 
 #: The design's clock in the trace (cocotb drives the PE's ``clk``).
@@ -472,18 +472,16 @@ def _flop_outputs(rtlil):
     """{module: {flip-flop cell: the net its Q drives, as BLIF names it}} of an RTLIL file, for the
     flip-flops whose Q drives a net with a public name."""
     found, module, cell = {}, None, None
-    with open(rtlil) as f:
-        for line in f:
-            if line.startswith("module "):
-                module = line.split()[1].removeprefix("\\")
-                found[module] = {}
-            elif line.startswith("  cell "):
-                words = line.split()
-                cell = words[2] if "DFF" in words[1] else None
-            elif cell and line.startswith("    connect \\Q \\"):
-                wire, _, index = line.split(None, 2)[2].strip().partition(" ")
-                found[module][cell] = wire[1:] + index.replace(" ", "")
-                cell = None
+    for words in rtlil_statements(rtlil):
+        if words[0] == "module":
+            module = words[1].removeprefix("\\")
+            found[module] = {}
+        elif words[0] == "cell":
+            cell = words[2] if "DFF" in words[1] else None
+        elif words[0] == "end":
+            cell = None
+        elif cell and words[:2] == ["connect", "\\Q"] and words[2].startswith("\\"):
+            found[module][cell] = words[2][1:] + "".join(words[3:])
     return found
 
 
